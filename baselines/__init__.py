@@ -1,0 +1,1 @@
+"""Intrinsic-motivation baselines (RND, NovelD, APT) on ELLM's agent and training loop."""

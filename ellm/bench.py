@@ -1,0 +1,98 @@
+"""Speed of the training loop, measured side by side in one process.
+
+    python -m ellm.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
+
+1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
+   SBERT reward, frame preprocessing, replay storage);
+2. update cost: seconds per DQN update on a batch from the replay loader (sampling included);
+3. full loop: frames/s with updates every ``update_every_steps`` frames.
+
+The bound implied by (1) and (2) is ``1 / (env + update / update_every_steps)`` frames/s; the
+loop's frames/s is printed as a fraction of it (target >= 0.8). Also prints bytes per stored
+transition on disk and in RAM. Extra ``key=value`` arguments are Hydra overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = [
+    "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+    "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=false",
+    "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000",
+]
+
+
+def _workspace(overrides: list[str], run_dir: Path):
+    from ellm.workspace import Workspace
+
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    return Workspace(cfg, run_dir)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=1500, help="frames per timed phase")
+    parser.add_argument("--updates", type=int, default=60, help="updates in the update phase")
+    parser.add_argument("--workers", type=int, default=1, help="replay_buffer_num_workers")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+    common = BASE + [f"replay_buffer_num_workers={args.workers}"] + args.overrides
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # 1. no updates: seed frames cover the whole phase
+        ws = _workspace(common + [f"num_train_frames={args.frames}",
+                                  f"num_seed_frames={args.frames + 1}"], Path(tmp) / "a")
+        ws.train()  # warm-up: JIT, SBERT and caption caches
+        ws.cfg.num_train_frames = 2 * args.frames
+        start = time.perf_counter()
+        ws.train()
+        env_cost = (time.perf_counter() - start) / args.frames
+        stored = ws.storage.num_transitions
+        disk = sum(p.stat().st_size for p in (Path(tmp) / "a" / "buffer").glob("*.npz"))
+
+        # 2. updates alone, batches from the loader over the data just collected
+        batches = iter(ws.loader)
+        ws.agent.update(next(batches), 0)
+        start = time.perf_counter()
+        for i in range(args.updates):
+            ws.agent.update(next(batches), i)
+        update_cost = (time.perf_counter() - start) / args.updates
+
+        # 3. the full loop, updates on
+        every = ws.cfg.agent.update_every_steps
+        ws.cfg.num_seed_frames = 0
+        ws.cfg.num_train_frames = 3 * args.frames
+        ws.train()  # the first batches pay worker start-up
+        ws.cfg.num_train_frames = 4 * args.frames
+        start = time.perf_counter()
+        ws.train()
+        loop_fps = args.frames / (time.perf_counter() - start)
+
+    bound = 1.0 / (env_cost + update_cost / every)
+    print(f"env step (loop without updates): {1e3 * env_cost:7.2f} ms/frame "
+          f"({1 / env_cost:6.1f} frames/s)")
+    print(f"update (sample + DQN update)   : {1e3 * update_cost:7.2f} ms/update")
+    print(f"bound, one update per {every} frames: {bound:6.1f} frames/s")
+    print(f"full loop                      : {loop_fps:6.1f} frames/s = {loop_fps / bound:.2f} "
+          f"of the bound (target >= 0.8)")
+    print(f"stored transitions: {stored}; on disk {disk / stored:.0f} B/transition (compressed); "
+          f"in RAM {ws_bytes_per_transition():.0f} B/transition")
+
+
+def ws_bytes_per_transition() -> float:
+    """RAM per transition held by a sampler: one 84x84 frame plus the scalar columns."""
+    from ellm.replay.sampling import BYTES_PER_TRANSITION
+
+    return float(BYTES_PER_TRANSITION)
+
+
+if __name__ == "__main__":
+    main()

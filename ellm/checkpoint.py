@@ -1,0 +1,66 @@
+"""Checkpoints: state_dicts plus plain metadata, written to a temp file and renamed.
+
+A checkpoint is one ``torch.save`` file holding ``{"format": 1, "agent": <agent.state_dict()>,
+"meta": {...}}`` where ``meta`` holds only plain Python values (counters, RNG states, the
+resolved config without secrets, library versions). It is loaded with ``weights_only=True``:
+no live objects are pickled, so checkpoints survive library upgrades.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = 1
+SNAPSHOT_NAME = "snapshot.pt"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint path or file that cannot be used."""
+
+
+def save(path: str | Path, agent_state: dict[str, Any], meta: dict[str, Any]) -> Path:
+    """Write atomically: a crash leaves either the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            torch.save({"format": FORMAT, "agent": agent_state, "meta": meta}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def resolve(path: str | Path, key: str) -> Path:
+    """A snapshot file from a run dir or a file path; ``key`` names the config key in errors."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / SNAPSHOT_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{key}: no snapshot at {str(path)!r} (expected a run directory "
+                              f"holding {SNAPSHOT_NAME} or a snapshot file)")
+    return path
+
+
+def load(path: str | Path, key: str = "snapshot_path") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(agent state, meta) from a checkpoint file or run dir."""
+    path = resolve(path, key)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a bad file
+        raise CheckpointError(f"{key}: cannot read snapshot {str(path)!r}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{key}: {str(path)!r} is not an ellm snapshot (format {FORMAT})")
+    return data["agent"], data["meta"]

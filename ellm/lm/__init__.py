@@ -1,0 +1,84 @@
+"""Goal suggestion (ELLM.md §3): build a suggester from ``env_spec.lm_spec``.
+
+>>> s = build_suggester({"lm_class": "SimpleOracle"}, all_goals=["chop tree"], cache_dir=None)
+>>> s.suggest(TextState("You see tree."))
+['chop tree']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ellm.lm.base import GoalSuggester, LMCounters, TextState
+from ellm.lm.cache import AnswerCache
+from ellm.lm.client import LMClient, LMConfigError
+from ellm.lm.config import (
+    DEFAULT_MODEL,
+    LM_CLASSES,
+    LMSpec,
+    default_cache_dir,
+    parse_lm_spec,
+    redact_lm_spec,
+    resolve_api_key,
+)
+from ellm.lm.gpt import GPTLanguageModel
+from ellm.lm.oracle import ORACLE_GOALS, BaselineModel, SimpleOracle
+from ellm.lm.prompts import load_prompt
+
+__all__ = [
+    "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel",
+    "GPTLanguageModel", "GoalSuggester", "LMClient", "LMConfigError", "LMCounters", "LMSpec",
+    "SimpleOracle", "TextState", "build_client", "build_suggester", "parse_lm_spec",
+    "redact_lm_spec",
+]
+
+log = logging.getLogger("ellm.lm")
+
+
+def _spec_with(lm_spec: Mapping[str, Any], cache_dir: str | Path | None,
+               base_url: str | None) -> LMSpec:
+    spec = parse_lm_spec(lm_spec)
+    if cache_dir is not None:
+        spec = dataclasses.replace(spec, cache_dir=str(cache_dir))
+    if base_url is not None:
+        spec = dataclasses.replace(spec, base_url=base_url)
+    return spec
+
+
+def build_client(lm_spec: Mapping[str, Any], *, cache_dir: str | Path | None = None,
+                 base_url: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> LMClient:
+    """The cached, budgeted API client of ``lm_spec`` (also used for Housekeep's yes/no
+    queries). ``cache_dir`` / ``base_url`` arguments, when given, override the spec's keys."""
+    spec = _spec_with(lm_spec, cache_dir, base_url)
+    if lm_spec.get("openai_key"):
+        log.warning("env_spec.lm_spec.openai_key is deprecated: it lands in Hydra's saved "
+                    "overrides; export OPENAI_API_KEY instead")
+    cache = None if spec.dummy_lm else AnswerCache(spec.cache_dir or default_cache_dir())
+    return LMClient(spec, api_key=resolve_api_key(lm_spec, spec.base_url), cache=cache,
+                    sleep=sleep)
+
+
+def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
+                    cache_dir: str | Path | None = None, base_url: str | None = None,
+                    sleep: Callable[[float], None] = time.sleep) -> GoalSuggester:
+    """The goal suggester named by ``lm_spec["lm_class"]`` (one of :data:`LM_CLASSES`).
+
+    ``all_goals``: the environment's goal names (the Novelty baseline suggests them);
+    ``cache_dir`` / ``base_url``: override the spec's keys when not None; ``sleep``: the
+    backoff sleep (tests pass a no-op). Raises ValueError on any invalid key.
+    """
+    spec = _spec_with(lm_spec, cache_dir, base_url)
+    common = {"novelty_bonus": spec.novelty_bonus, "max_num_goals": spec.max_num_goals}
+    if spec.lm_class == "SimpleOracle":
+        return SimpleOracle(**common)
+    if spec.lm_class == "BaselineModel":
+        return BaselineModel(all_goals, **common)
+    prompt = load_prompt(spec.prompt, spec.prompt_file)
+    client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
+    return GPTLanguageModel(client, prompt, **common)

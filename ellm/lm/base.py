@@ -1,0 +1,121 @@
+"""Shared types of the LM module: the text state, the suggester protocol, novelty and counters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Protocol, runtime_checkable
+
+from text_crafter.actions import SYNONYMS
+
+
+@dataclass(frozen=True)
+class TextState:
+    """What a goal suggester reads about one Crafter state (ELLM.md §2.3).
+
+    ``caption``: "You see grass, tree, and water. You are targeting tree."
+    ``inventory``: "You have in your inventory wood, wood_pickaxe." ("" when empty).
+    ``status``: "You feel hungry, sleepy." ("" when all stats are 9).
+    ``inventory_counts``: upstream Crafter item name -> count (health, food, ..., iron_sword).
+    """
+
+    caption: str
+    inventory: str = ""
+    status: str = ""
+    inventory_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class GoalSuggester(Protocol):
+    """Suggests goals for a text state; the training loop's only view of the LM."""
+
+    uses_success_gate: bool
+
+    def reset(self) -> None:
+        """New episode: forget the achieved goals."""
+
+    def suggest(self, state: TextState) -> list[str]:
+        """Goals for ``state`` in a deterministic order, achieved goals filtered out."""
+
+    def mark_achieved(self, goal: str) -> None:
+        """Filter ``goal`` (and its synonym) out of later suggestions until :meth:`reset`."""
+
+    def metrics(self) -> dict[str, float]:
+        """Counters since construction, keys without namespace prefix (see :class:`LMCounters`)."""
+
+
+@dataclass
+class LMCounters:
+    """Counters every suggester reports (docs/lm.md has the glossary).
+
+    ``queries``: suggest / yes-no calls; ``api_calls``: HTTP requests sent (retries included);
+    ``cache_hits``: answers served from the cache; ``cache_misses``: cache-only lookups that
+    found nothing; ``parse_errors``: answers that gave no goal; ``api_errors``: queries that got
+    no answer after the retries; ``retries``: re-sent requests; ``budget_refusals``: queries not
+    sent because the budget was spent; ``prompt_tokens`` / ``completion_tokens`` / ``dollars``:
+    from the API's reported usage; ``latency_s``: total seconds spent in API calls.
+    """
+
+    queries: int = 0
+    api_calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    parse_errors: int = 0
+    api_errors: int = 0
+    retries: int = 0
+    budget_refusals: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0
+    latency_s: float = 0.0
+
+    def as_metrics(self) -> dict[str, float]:
+        """Flat float dict; ``latency_s`` becomes the mean per API call."""
+        out = {f.name: float(getattr(self, f.name)) for f in fields(self)}
+        out["latency_s"] = self.latency_s / self.api_calls if self.api_calls else 0.0
+        return out
+
+
+class NoveltyFilter:
+    """The per-episode set of achieved goals (ELLM.md §4, novelty bonus).
+
+    A goal marked achieved filters itself and its synonym ("eat cow" <-> "attack cow").
+    Only membership is ever tested, so the order of suggestions never depends on set order.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._achieved: set[str] = set()
+
+    def reset(self) -> None:
+        self._achieved.clear()
+
+    def mark(self, goal: str) -> None:
+        goal = normalise_goal(goal)
+        self._achieved.add(goal)
+        if goal in SYNONYMS:
+            self._achieved.add(SYNONYMS[goal])
+
+    def is_achieved(self, goal: str) -> bool:
+        return normalise_goal(goal) in self._achieved
+
+    def keep(self, goals: Sequence[str]) -> list[str]:
+        """``goals`` minus the achieved ones (unchanged when the filter is disabled)."""
+        if not self.enabled:
+            return list(goals)
+        return [g for g in goals if not self.is_achieved(g)]
+
+
+def normalise_goal(goal: str) -> str:
+    """Lower-case, strip, single spaces, no trailing full stop: "  Chop  Tree." -> "chop tree"."""
+    return " ".join(goal.lower().split()).rstrip(".").strip()
+
+
+def dedupe(goals: Sequence[str]) -> list[str]:
+    """Order-preserving de-duplication."""
+    return list(dict.fromkeys(goals))
+
+
+def truncate(goals: list[str], max_num_goals: int | None) -> list[str]:
+    """The first ``max_num_goals`` goals (all when None)."""
+    return goals if max_num_goals is None else goals[:max_num_goals]

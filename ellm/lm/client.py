@@ -1,0 +1,306 @@
+"""The OpenAI-compatible client: cache first, then a budgeted, bounded-retry API call.
+
+Works with OpenAI's API and with any server speaking its chat or completions endpoints (vLLM,
+llama.cpp's server, Ollama) through ``base_url``. The API key is handed to the ``openai`` client;
+this object keeps it privately only to mask it in error messages: never in a repr, a log line, the
+cache or a config.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from ellm.lm.base import LMCounters
+from ellm.lm.cache import AnswerCache, CachedAnswer, make_key, sampling_params
+from ellm.lm.config import LMSpec
+from ellm.lm.pricing import RETIRED_MODELS, cost, is_openai_endpoint, resolve_price
+
+if TYPE_CHECKING:  # the openai package takes seconds to import: only when a client is made
+    import openai
+
+log = logging.getLogger("ellm.lm")
+
+DUMMY_ANSWER: Final = "- chop tree\n- drink water\n- attack cow\n- place crafting table\n"
+DUMMY_YES_PROBABILITY: Final = 1.0
+MISSING_LOGPROB: Final = -100.0
+TOP_LOGPROBS: Final = 5
+LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"  # local servers ignore the key
+RETRYABLE_STATUS: Final = (408, 409, 429)
+FATAL_STATUS: Final = (401, 403, 404)
+Prompt = str | list[dict[str, str]]
+
+
+class LMConfigError(RuntimeError):
+    """The API refused the configuration itself (bad key, no access, unknown model)."""
+
+
+class LMClient:
+    """Cached, budgeted access to one model on one endpoint (see docs/lm.md)."""
+
+    def __init__(self, spec: LMSpec, *, api_key: str | None, cache: AnswerCache | None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.spec = spec
+        self.cache = cache
+        self.counters = LMCounters()
+        self.cache_only = spec.cache_only
+        self._sleep = sleep
+        self._budget_warned = False
+        self._rng = random.Random(0)
+        self._secret = api_key or ""
+        self._check_retired_model()
+        self._openai = None if self.offline else self._make_openai(api_key)
+        self.price = (0.0, 0.0) if self.offline else resolve_price(
+            spec.lm, spec.base_url, spec.price)
+
+    @property
+    def offline(self) -> bool:
+        """True when no API call can ever be made (dummy answers or cache-only replay)."""
+        return self.spec.dummy_lm or self.cache_only
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.counters.dollars >= self.spec.budget
+
+    def __repr__(self) -> str:
+        return (f"LMClient(model={self.spec.lm!r}, endpoint={self.spec.endpoint!r}, "
+                f"base_url={self.spec.base_url!r}, cache={self.cache!r}, "
+                f"cache_only={self.cache_only}, dummy={self.spec.dummy_lm})")
+
+    def metrics(self) -> dict[str, float]:
+        out = self.counters.as_metrics()
+        out["budget_exhausted"] = float(self.budget_exhausted)
+        return out
+
+    # ---- public queries -------------------------------------------------------------------
+    def complete(self, prompt: Prompt) -> str | None:
+        """The model's answer text to ``prompt`` (a string for the completions endpoint, chat
+        messages for the chat endpoint); None when no answer could be had (error, budget,
+        cache-only miss). Malformed (empty) answers come back as ""."""
+        self.counters.queries += 1
+        if self.spec.dummy_lm:
+            return DUMMY_ANSWER
+        params = sampling_params(max_tokens=self.spec.max_tokens,
+                                 temperature=self.spec.temperature, stop=self.spec.stop)
+        answer = self._answer(prompt, params, self._extract_text)
+        return None if answer is None else answer.text
+
+    def yes_probability(self, prompt: str) -> float | None:
+        """Renormalised P(yes) from the first answer token's top logprobs (ELLM.md / HOUSEKEEP
+        §1): p = e^y / (e^y + e^n), where y, n are the log-probabilities of the "Yes" and "No"
+        tokens (leading spaces and case ignored, variants summed, missing = -100). None when no
+        answer could be had or the answer carried no logprobs."""
+        self.counters.queries += 1
+        if self.spec.dummy_lm:
+            return DUMMY_YES_PROBABILITY
+        chat = self.spec.endpoint == "chat"
+        request: Prompt = [{"role": "user", "content": prompt}] if chat else prompt
+        params = sampling_params(max_tokens=1, temperature=self.spec.temperature,
+                                 logprobs=TOP_LOGPROBS)
+        answer = self._answer(request, params, self._extract_logprobs)
+        if answer is None:
+            return None
+        if answer.status != "ok":
+            self.counters.parse_errors += 1
+            return None
+        return yes_probability_from(answer.payload)
+
+    # ---- cache, budget, retries -----------------------------------------------------------
+    def _answer(self, prompt: Prompt, params: dict[str, Any],
+                extract: Callable[[Any], CachedAnswer]) -> CachedAnswer | None:
+        kind, model = self.spec.endpoint, self.spec.lm
+        key = make_key(kind, model, prompt, params)
+        cached = self.cache.get(key) if self.cache is not None else None
+        if cached is not None:
+            self.counters.cache_hits += 1
+            return cached
+        if self.cache_only:
+            self.counters.cache_misses += 1
+            return None
+        if self.budget_exhausted:
+            self.counters.budget_refusals += 1
+            if not self._budget_warned:
+                self._budget_warned = True
+                log.warning("LM budget of $%.2f spent ($%.4f): no more API calls this run; "
+                            "cached answers are still served", self.spec.budget,
+                            self.counters.dollars)
+            return None
+        response = self._call_with_retries(prompt, params)
+        if response is None:
+            return None
+        answer = extract(response)
+        self._count_usage(answer)
+        if self.cache is None:
+            return answer
+        return self.cache.put(key, kind=kind, model=model, prompt=prompt, params=params,
+                              answer=answer)
+
+    def _call_with_retries(self, prompt: Prompt, params: dict[str, Any]) -> Any | None:
+        """One request with up to ``max_retries`` retries on 408/409/429/5xx, timeouts and
+        connection errors (exponential backoff, Retry-After honoured, both capped at
+        ``max_backoff``). None when it still fails; 401/403/404 raise LMConfigError."""
+        import openai
+
+        attempts = self.spec.max_retries + 1
+        for attempt in range(attempts):
+            if attempt:
+                self.counters.retries += 1
+            self.counters.api_calls += 1
+            start = time.monotonic()
+            try:
+                return self._request(prompt, params)
+            except openai.APIStatusError as err:
+                if err.status_code in FATAL_STATUS:
+                    raise LMConfigError(self._scrub(
+                        f"the LM endpoint refused the request (HTTP {err.status_code}) for "
+                        f"model {self.spec.lm!r} at {self.spec.base_url or 'OpenAI'}: {err}"
+                    )) from None
+                if not (err.status_code in RETRYABLE_STATUS or err.status_code >= 500):
+                    self._error(f"HTTP {err.status_code}, not retried: {err}")
+                    return None
+                error: Exception = err
+            except openai.APIConnectionError as err:  # includes APITimeoutError
+                error = err
+            finally:
+                self.counters.latency_s += time.monotonic() - start
+            if attempt + 1 < attempts:
+                self._sleep(self._delay(attempt, error))
+        self._error(f"giving up after {attempts} attempt(s): {type(error).__name__}: {error}")
+        return None
+
+    def _delay(self, attempt: int, error: Exception) -> float:
+        delay = self.spec.backoff * 2 ** attempt * (0.5 + 0.5 * self._rng.random())
+        response = getattr(error, "response", None)
+        if response is not None:
+            delay = max(delay, _retry_after(response.headers))
+        return min(delay, self.spec.max_backoff)
+
+    def _request(self, prompt: Prompt, params: dict[str, Any]) -> Any:
+        if self._openai is None:
+            raise RuntimeError("LMClient: API request attempted in offline mode")
+        kwargs: dict[str, Any] = {"model": self.spec.lm, "max_tokens": params["max_tokens"],
+                                  "temperature": params["temperature"]}
+        if params.get("stop"):
+            kwargs["stop"] = params["stop"]
+        if self.spec.endpoint == "chat":
+            if "logprobs" in params:
+                kwargs.update(logprobs=True, top_logprobs=params["logprobs"])
+            return self._openai.chat.completions.create(messages=prompt, **kwargs)
+        if "logprobs" in params:
+            kwargs["logprobs"] = params["logprobs"]
+        return self._openai.completions.create(prompt=prompt, **kwargs)
+
+    def _count_usage(self, answer: CachedAnswer) -> None:
+        self.counters.prompt_tokens += answer.prompt_tokens
+        self.counters.completion_tokens += answer.completion_tokens
+        self.counters.dollars += cost(self.price, answer.prompt_tokens, answer.completion_tokens)
+
+    def _error(self, message: str) -> None:
+        self.counters.api_errors += 1
+        n = self.counters.api_errors
+        if n & (n - 1) == 0:  # log the 1st, 2nd, 4th, 8th, ... error
+            log.warning("LM API error #%d (model %s): %s", n, self.spec.lm, self._scrub(message))
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    # ---- response parsing -----------------------------------------------------------------
+    def _extract_text(self, response: Any) -> CachedAnswer:
+        tokens = _usage(response)
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return CachedAnswer("malformed", "", None, *tokens)
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        text = message.content if message is not None else getattr(choice, "text", None)
+        status = "ok" if text and text.strip() else "malformed"
+        return CachedAnswer(status, text or "", None, *tokens)
+
+    def _extract_logprobs(self, response: Any) -> CachedAnswer:
+        tokens = _usage(response)
+        try:
+            logprobs = response.choices[0].logprobs
+            if self.spec.endpoint == "chat":
+                top = {t.token: t.logprob for t in logprobs.content[0].top_logprobs}
+            else:
+                top = dict(logprobs.top_logprobs[0])
+        except (AttributeError, IndexError, TypeError):
+            return CachedAnswer("malformed", "", None, *tokens)
+        return CachedAnswer("ok", "", {"top_logprobs": top}, *tokens)
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def _check_retired_model(self) -> None:
+        spec = self.spec
+        if spec.lm not in RETIRED_MODELS or spec.dummy_lm or self.cache_only:
+            return
+        if not is_openai_endpoint(spec.base_url):
+            log.warning("%s is a retired OpenAI model name; sending it to %s as is",
+                        spec.lm, spec.base_url)
+        elif self.cache is not None and self.cache.has_model(spec.lm):
+            log.warning("%s is retired by OpenAI: replaying its cached answers only "
+                        "(cache_only=true); states not in the cache get no goals", spec.lm)
+            self.cache_only = True
+        else:
+            raise ValueError(
+                f"env_spec.lm_spec.lm={spec.lm} is retired by OpenAI and the cache "
+                f"{self.cache.path if self.cache else '(disabled)'} holds no answer of it. "
+                "Use a current model (default gpt-4o-mini), import the original answers with "
+                "`python -m ellm.lm.import_cache FILE.pkl`, or set base_url to a server that "
+                "serves a model under that name")
+
+    def _make_openai(self, api_key: str | None) -> openai.OpenAI:
+        import openai
+
+        spec = self.spec
+        if not api_key:
+            if is_openai_endpoint(spec.base_url):
+                raise ValueError(
+                    "no OpenAI API key: export OPENAI_API_KEY, or set env_spec.lm_spec.base_url "
+                    "to a local server, or use dummy_lm=true / cache_only=true")
+            api_key = LOCAL_PLACEHOLDER_KEY
+        org = spec.openai_org
+        if org and org == api_key:
+            log.warning("ignoring env_spec.lm_spec.openai_org: it holds the API key, not an "
+                        "organisation id")
+            org = None
+        return openai.OpenAI(api_key=api_key, organization=org, base_url=spec.base_url,
+                             timeout=spec.timeout, max_retries=0)
+
+
+def yes_probability_from(payload: dict[str, Any]) -> float:
+    """Renormalised P(yes) from ``{"top_logprobs": {token: logprob}}``."""
+    top: dict[str, float] = payload["top_logprobs"]
+
+    def logprob(word: str) -> float:
+        values = [lp for tok, lp in top.items() if tok.strip().lower() == word]
+        if not values:
+            return MISSING_LOGPROB
+        peak = max(values)
+        return peak + math.log(sum(math.exp(v - peak) for v in values))
+
+    yes, no = logprob("yes"), logprob("no")
+    peak = max(yes, no)
+    return math.exp(yes - peak) / (math.exp(yes - peak) + math.exp(no - peak))
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+
+
+def _retry_after(headers: Any) -> float:
+    """Seconds from Retry-After-Ms / Retry-After (0 when absent or not a number)."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return 0.0

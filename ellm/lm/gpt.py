@@ -1,0 +1,60 @@
+"""Open goal generation with a language model (ELLM.md §3, ``GPTLanguageModel``)."""
+
+from __future__ import annotations
+
+from ellm.lm.base import NoveltyFilter, TextState, truncate
+from ellm.lm.client import LMClient
+from ellm.lm.prompts import BulletPrompt, parse_bullets
+
+
+class GPTLanguageModel:
+    """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines.
+
+    Goals keep the answer's order (de-duplicated), minus the goals achieved this episode (and
+    their synonyms) when the novelty bonus is on, truncated to ``max_num_goals``. Goals are free
+    text: one that names no game action simply never matches a transition caption. An answer with
+    no bullet, an API failure or a spent budget give no goals for that step.
+    """
+
+    uses_success_gate = True
+
+    def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
+                 novelty_bonus: bool = True, max_num_goals: int | None = None) -> None:
+        self.client = client
+        self.prompt = prompt or BulletPrompt()
+        self.novelty = NoveltyFilter(novelty_bonus)
+        self.max_num_goals = max_num_goals
+
+    def __repr__(self) -> str:
+        return f"GPTLanguageModel({self.client!r})"
+
+    def reset(self) -> None:
+        self.novelty.reset()
+
+    def mark_achieved(self, goal: str) -> None:
+        self.novelty.mark(goal)
+
+    def suggest(self, state: TextState) -> list[str]:
+        goals = self.raw_goals(state)
+        return truncate(self.novelty.keep(goals), self.max_num_goals)
+
+    def raw_goals(self, state: TextState) -> list[str]:
+        """All goals the LM gives for ``state`` (no novelty filter)."""
+        if self.client.spec.endpoint == "chat":
+            answer = self.client.complete(self.prompt.messages(state))
+        else:
+            answer = self.client.complete(self.prompt.text(state))
+        if answer is None:  # API error, spent budget, or cache-only miss: already counted
+            return []
+        goals = parse_bullets(answer)
+        if goals is None:
+            self.client.counters.parse_errors += 1
+            return []
+        return goals
+
+    def yes_probability(self, prompt: str) -> float | None:
+        """Closed yes/no query (Housekeep): see :meth:`LMClient.yes_probability`."""
+        return self.client.yes_probability(prompt)
+
+    def metrics(self) -> dict[str, float]:
+        return self.client.metrics()

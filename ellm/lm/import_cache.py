@@ -1,0 +1,100 @@
+"""Import the original ELLM answer cache into ours: ``python -m ellm.lm.import_cache FILE.pkl``.
+
+The original file is a pickled dict ``{(engine, prompt, max_tokens, temperature, stop): text}``.
+Each entry becomes a completions-endpoint answer of model ``engine`` with the same sampling
+parameters, so a run with ``endpoint=completions``, ``lm=<engine>``, the same ``max_tokens``,
+``temperature`` and ``stop``, and a ``prompt_file`` reproducing the original prompt text replays
+the paper's suggestions. Existing entries are kept (first answer wins).
+
+Unpickling runs code chosen by the file's author: only built-in containers and scalars are
+allowed here, anything else is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ellm.lm.cache import AnswerCache, CachedAnswer, make_key, sampling_params
+from ellm.lm.config import default_cache_dir
+
+ALLOWED_GLOBALS = {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
+                                                    "str", "int", "float", "bool", "bytes")}
+
+
+class _BuiltinsOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: the cache file may "
+                                     "only hold built-in types")
+
+
+def load_original(path: Path) -> dict[Any, Any]:
+    """The original cache dict, loaded without running foreign code."""
+    try:
+        with path.open("rb") as handle:
+            data = _BuiltinsOnlyUnpickler(handle).load()
+    except (OSError, pickle.UnpicklingError, EOFError) as err:
+        raise ValueError(f"cannot read the original ELLM cache {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(  # noqa: TRY004 - a bad file is a bad value
+            f"{path} holds a {type(data).__name__}, expected a dict")
+    return data
+
+
+def convert(data: dict[Any, Any], source: str
+            ) -> tuple[list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer]], int]:
+    """Rows for :meth:`AnswerCache.put_many` and the number of entries skipped as unreadable."""
+    rows, skipped = [], 0
+    for key, text in data.items():
+        if not (isinstance(key, tuple) and len(key) == 5 and isinstance(text, str)):
+            skipped += 1
+            continue
+        engine, prompt, max_tokens, temperature, stop = key
+        try:
+            params = sampling_params(max_tokens=max_tokens, temperature=temperature, stop=stop)
+        except (TypeError, ValueError):
+            skipped += 1
+            continue
+        status = "ok" if text.strip() else "malformed"
+        answer = CachedAnswer(status, text, source=source)
+        rows.append((make_key("completions", str(engine), prompt, params), "completions",
+                     str(engine), prompt, params, answer))
+    return rows, skipped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ellm.lm.import_cache",
+        description="Import the original ELLM pickle cache {(engine, prompt, max_tokens, "
+                    "temperature, stop): text} into the ellm LM cache.")
+    parser.add_argument("pickle", type=Path, help="the original cache file (.pkl)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="target cache directory (default: $ELLM_CACHE_DIR or ~/.cache/ellm)")
+    parser.add_argument("--show", type=int, default=0, metavar="N",
+                        help="also print N imported prompts (to write a prompt_file template)")
+    args = parser.parse_args(argv)
+    try:
+        data = load_original(args.pickle)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    rows, skipped = convert(data, f"import:{args.pickle.name}")
+    cache = AnswerCache(args.cache_dir or default_cache_dir())
+    new = cache.put_many(rows)
+    engines = sorted({row[2] for row in rows})
+    print(f"imported {new} new entries ({len(rows) - new} already present, {skipped} skipped) "
+          f"from {args.pickle} into {cache.path}; models: {', '.join(engines) or '-'}")
+    for row in rows[:args.show]:
+        print("-" * 20, f"\n{row[3]}")
+    cache.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

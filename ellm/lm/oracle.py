@@ -1,0 +1,131 @@
+"""Suggesters that need no language model: the rule-based oracle and the Novelty baseline."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ellm.lm.base import LMCounters, NoveltyFilter, TextState, truncate
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When the oracle suggests ``goal``.
+
+    ``sees``: words that must all appear in the caption; ``hides``: words that must not;
+    ``needs``: minimum inventory counts (upstream Crafter item names); ``status``: a word the
+    status sentence must contain.
+    """
+
+    goal: str
+    sees: tuple[str, ...] = ()
+    hides: tuple[str, ...] = ()
+    needs: tuple[tuple[str, int], ...] = ()
+    status: str | None = None
+
+    def holds(self, words: frozenset[str], counts: Mapping[str, int], status: str) -> bool:
+        return (all(w in words for w in self.sees)
+                and not any(w in words for w in self.hides)
+                and all(counts.get(item, 0) >= n for item, n in self.needs)
+                and (self.status is None or self.status in status))
+
+
+_WOOD, _STONE = ("wood", 1), ("stone", 1)
+_COAL, _IRON = ("coal", 1), ("iron", 1)
+
+# The oracle's canonical goals, in the order it suggests them (the easier action list's order).
+# Canonical spellings: "attack cow" (not its synonym "eat cow"), "place crafting table" (not
+# "make crafting table"). Requirements follow crafter's data.yaml (table: 1 wood, furnace:
+# 1 stone, tools: 1 of each material, pickaxe tiers for mining); "visible" = the word is in the
+# caption, which covers the 9x7 local view ("table" matches "crafting table").
+ORACLE_RULES: Final = (
+    Rule("eat plant", sees=("plant",)),
+    Rule("attack zombie", sees=("zombie",)),
+    Rule("attack skeleton", sees=("skeleton",)),
+    Rule("attack cow", sees=("cow",)),
+    Rule("chop tree", sees=("tree",)),
+    Rule("mine stone", sees=("stone",), needs=(("wood_pickaxe", 1),)),
+    Rule("mine coal", sees=("coal",), needs=(("wood_pickaxe", 1),)),
+    Rule("mine iron", sees=("iron",), needs=(("stone_pickaxe", 1),)),
+    Rule("mine diamond", sees=("diamond",), needs=(("iron_pickaxe", 1),)),
+    Rule("drink water", sees=("water",)),
+    Rule("chop grass", sees=("grass",)),
+    Rule("sleep", status="sleepy"),
+    Rule("place stone", needs=(_STONE,)),
+    Rule("place crafting table", hides=("table",), needs=(_WOOD,)),
+    Rule("place furnace", sees=("table",), needs=(_STONE,)),
+    Rule("place plant", sees=("grass",), needs=(("sapling", 1),)),
+    Rule("make wood pickaxe", sees=("table",), needs=(_WOOD,)),
+    Rule("make stone pickaxe", sees=("table",), needs=(_WOOD, _STONE)),
+    Rule("make iron pickaxe", sees=("table", "furnace"), needs=(_WOOD, _COAL, _IRON)),
+    Rule("make wood sword", sees=("table",), needs=(_WOOD,)),
+    Rule("make stone sword", sees=("table",), needs=(_WOOD, _STONE)),
+    Rule("make iron sword", sees=("table", "furnace"), needs=(_WOOD, _COAL, _IRON)),
+)
+ORACLE_GOALS: Final = tuple(rule.goal for rule in ORACLE_RULES)
+
+
+def caption_words(caption: str) -> frozenset[str]:
+    """Lower-case words of a caption ("crafting table" -> {"crafting", "table"})."""
+    return frozenset(re.findall(r"[a-z]+", caption.lower()))
+
+
+class _RuleFreeSuggester:
+    """Shared episode bookkeeping of the suggesters that call no model."""
+
+    uses_success_gate: bool = True
+
+    def __init__(self, *, novelty_bonus: bool = True, max_num_goals: int | None = None) -> None:
+        self.novelty = NoveltyFilter(novelty_bonus)
+        self.max_num_goals = max_num_goals
+        self.counters = LMCounters()
+
+    def reset(self) -> None:
+        self.novelty.reset()
+
+    def mark_achieved(self, goal: str) -> None:
+        self.novelty.mark(goal)
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.counters.as_metrics(), "budget_exhausted": 0.0}
+
+
+class SimpleOracle(_RuleFreeSuggester):
+    """Rule-based goals from the caption and the true inventory (ELLM.md §3).
+
+    A goal of :data:`ORACLE_RULES` is suggested when its world thing is a word of the caption,
+    the inventory holds what the game requires, and (for "sleep") the status says sleepy.
+    "place crafting table" is dropped when a table is visible; "place furnace" and the tools
+    need a visible table, iron tools also a visible furnace; "place plant" needs a sapling and
+    visible grass (the only material a sapling can be planted on). Order: :data:`ORACLE_GOALS`.
+    """
+
+    def suggest(self, state: TextState) -> list[str]:
+        self.counters.queries += 1
+        words = caption_words(state.caption)
+        goals = [rule.goal for rule in ORACLE_RULES
+                 if rule.holds(words, state.inventory_counts, state.status.lower())]
+        return truncate(self.novelty.keep(goals), self.max_num_goals)
+
+
+class BaselineModel(_RuleFreeSuggester):
+    """The Novelty baseline: every goal of ``all_goals`` not achieved yet this episode.
+
+    With ``max_num_goals=N`` it suggests the first N not-yet-achieved goals in ``all_goals``
+    order. It turns the environment's success gate off (``uses_success_gate = False``).
+    """
+
+    uses_success_gate = False
+
+    def __init__(self, all_goals: Sequence[str], *, novelty_bonus: bool = True,
+                 max_num_goals: int | None = None) -> None:
+        super().__init__(novelty_bonus=novelty_bonus, max_num_goals=max_num_goals)
+        if not all_goals:
+            raise ValueError("BaselineModel needs a non-empty all_goals list")
+        self.all_goals = tuple(dict.fromkeys(all_goals))
+
+    def suggest(self, state: TextState) -> list[str]:
+        self.counters.queries += 1
+        return truncate(self.novelty.keep(self.all_goals), self.max_num_goals)

@@ -1,0 +1,107 @@
+"""Prompts for open goal generation and the parser of their answers (ELLM.md §3).
+
+``BulletPrompt`` keeps the structure of the original few-shot prompt in our own words: the valid
+verbs, the task, two worked examples, the current description and "What do you do?". The answer
+is a list of "- verb object" lines. A user-supplied template (``prompt_file``) replaces the text;
+it must contain ``{state}`` where the current description goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ellm.lm.base import TextState, dedupe, normalise_goal
+
+PROMPT_NAMES: Final = ("BulletPrompt",)
+VALID_VERBS: Final = ("sleep", "eat", "attack", "chop", "drink", "place", "make", "mine")
+BULLETS: Final = ("-", "*", "\u2022")
+
+BULLET_TEMPLATE: Final = (
+    f"Valid actions: {', '.join(VALID_VERBS)}.\n"
+    "You are playing a survival crafting game. Given what you see and what you carry, "
+    "list the best things to do next, one per line, each written as \"- verb object\".\n"
+    "\n"
+    "You see plant, skeleton, and tree. You are targeting tree. What do you do?\n"
+    "- eat plant\n"
+    "- chop tree\n"
+    "- attack skeleton\n"
+    "\n"
+    "You see cow, diamond, grass, and water. You are targeting water. "
+    "You have in your inventory plant. What do you do?\n"
+    "- drink water\n"
+    "- chop grass\n"
+    "- attack cow\n"
+    "- place plant\n"
+    "\n"
+    "{state} What do you do?\n"
+)
+CHAT_SYSTEM: Final = ("You suggest actions for a game player. Reply only with lines of the "
+                      "form \"- verb object\", nothing else.")
+
+
+def state_description(state: TextState) -> str:
+    """Caption, inventory, and the status only when it mentions "sleepy" (ELLM.md §2.3)."""
+    parts = [state.caption, state.inventory]
+    if "sleepy" in state.status:
+        parts.append(state.status)
+    return " ".join(p.strip() for p in parts if p and p.strip())
+
+
+@dataclass(frozen=True)
+class BulletPrompt:
+    """Few-shot bullet prompt; ``template`` has one ``{state}`` placeholder."""
+
+    template: str = BULLET_TEMPLATE
+
+    def __post_init__(self) -> None:
+        if self.template.count("{state}") != 1:
+            raise ValueError("a prompt template needs exactly one {state} placeholder")
+
+    def text(self, state: TextState) -> str:
+        """The completions-endpoint prompt."""
+        return self.template.replace("{state}", state_description(state))
+
+    def messages(self, state: TextState) -> list[dict[str, str]]:
+        """The chat-endpoint messages: a short system instruction, then the same text."""
+        return [{"role": "system", "content": CHAT_SYSTEM},
+                {"role": "user", "content": self.text(state)}]
+
+
+def load_prompt(name: str, prompt_file: str | Path | None = None) -> BulletPrompt:
+    """The prompt called ``name`` (``env_spec.lm_spec.prompt``), optionally with a template
+    read from ``prompt_file``."""
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"unknown env_spec.lm_spec.prompt {name!r}; valid prompts: "
+                         f"{', '.join(PROMPT_NAMES)}")
+    if prompt_file is None:
+        return BulletPrompt()
+    path = Path(prompt_file).expanduser()
+    try:
+        template = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read env_spec.lm_spec.prompt_file {path}: {err}") from err
+    try:
+        return BulletPrompt(template)
+    except ValueError as err:
+        raise ValueError(f"bad prompt template {path}: {err}") from err
+
+
+def parse_bullets(answer: str) -> list[str] | None:
+    """Goals from the first block of "- verb object" lines, normalised and de-duplicated.
+
+    Text before the first bullet (a preamble) is skipped; the first non-bullet line after it
+    ends the list (small completion models go on inventing a next example). An answer without
+    any non-empty bullet is malformed and gives None.
+    """
+    goals: list[str] = []
+    for line in answer.splitlines():
+        line = line.strip()
+        if line[:1] in BULLETS:
+            goal = normalise_goal(line[1:])
+            if goal:
+                goals.append(goal)
+        elif line and goals:
+            break
+    return dedupe(goals) or None

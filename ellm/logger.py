@@ -1,0 +1,129 @@
+"""One logger for every metric: namespaced keys fanned out to CSV, TensorBoard and W&B.
+
+Keys look like ``train/episode_reward`` or ``lm/cache_hits``; the namespace (the part before
+the first ``/``) picks the CSV file ``<run dir>/<namespace>.csv`` (always written; one row per
+``log`` call, a ``frame`` column first). TensorBoard event files go to ``<run dir>/tb`` when
+``use_tb`` is set, W&B receives the same dict when ``use_wandb`` is set. A W&B failure (no
+network, no key) is reported once and W&B is switched off: it never stops training.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import warnings
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class CsvFile:
+    """A CSV file whose header grows when new keys appear (rewritten atomically)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fields: list[str] = []
+        if path.exists():
+            with path.open(newline="") as f:
+                self.fields = next(csv.reader(f), [])
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        new = [k for k in row if k not in self.fields]
+        if new:
+            self._rewrite(self.fields + new)
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=self.fields).writerow(row)
+
+    def _rewrite(self, fields: list[str]) -> None:
+        rows = []
+        if self.path.exists():
+            with self.path.open(newline="") as f:
+                rows = list(csv.DictReader(f))
+        tmp = self.path.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.fields = fields
+
+
+class Logger:
+    """Fan-out of namespaced scalar metrics."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        use_tb: bool = False,
+        use_wandb: bool = False,
+        wandb_config: Mapping[str, Any] | None = None,
+        wandb_project: str = "ellm",
+        wandb_name: str | None = None,
+        resume_id: str | None = None,
+        start_frame: int = 0,
+    ):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._csv: dict[str, CsvFile] = {}
+        self._tb = None
+        self._wandb = None
+        if use_tb:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.run_dir / "tb"), purge_step=start_frame or None)
+        if use_wandb:
+            self._wandb = _init_wandb(
+                self.run_dir, wandb_config or {}, wandb_project, wandb_name, resume_id)
+
+    def log(self, metrics: Mapping[str, float], frame: int) -> None:
+        """Log scalars with namespaced keys at ``frame`` (env steps so far)."""
+        by_namespace: dict[str, dict[str, float]] = defaultdict(dict)
+        for key, value in metrics.items():
+            namespace, _, name = key.partition("/")
+            if not name:
+                raise ValueError(f"metric key {key!r} needs a namespace, e.g. 'train/{key}'")
+            by_namespace[namespace][name] = float(value)
+        for namespace, values in by_namespace.items():
+            if namespace not in self._csv:
+                self._csv[namespace] = CsvFile(self.run_dir / f"{namespace}.csv")
+            self._csv[namespace].write({"frame": frame, **values})
+        if self._tb is not None:
+            for key, value in metrics.items():
+                self._tb.add_scalar(key, float(value), frame)
+        if self._wandb is not None:
+            try:
+                self._wandb.log({k: float(v) for k, v in metrics.items()}, step=frame)
+            except Exception as exc:  # noqa: BLE001 - W&B must never stop training
+                warnings.warn(f"W&B logging failed ({exc}); W&B is switched off for this run")
+                self._wandb = None
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def _init_wandb(run_dir, config, project, name, resume_id):
+    try:
+        import wandb
+    except ImportError:
+        warnings.warn("use_wandb=True but wandb is not installed (pip install 'ellm[wandb]'); "
+                      "W&B logging is off")
+        return None
+    try:
+        return wandb.init(
+            project=project, name=name, dir=str(run_dir), config=dict(config),
+            id=resume_id, resume="allow" if resume_id else None,
+            settings=wandb.Settings(init_timeout=60, silent=True),
+        )
+    except Exception as exc:  # noqa: BLE001 - W&B must never stop training
+        warnings.warn(f"W&B could not start ({exc}); training goes on without W&B. "
+                      "Set WANDB_MODE=offline to log locally without a network.")
+        return None

@@ -1,0 +1,160 @@
+"""Replay benchmark on real Crafter frames: bytes per transition, sampling speed, worker RAM.
+
+    python -m ellm.replay.bench [--episodes 20] [--length 400] [--batches 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from ellm.replay.loader import ReplayDataset, ShardSampler, make_replay_loader
+from ellm.replay.sampling import EpisodeShard
+from ellm.replay.storage import ReplayStorage, list_episode_files, load_episode
+from ellm.replay.strings import StringTable
+
+GAMMA, NSTEP, STACK, BATCH = 0.99, 3, 4, 64
+
+
+def crafter_frames(length: int, seed: int) -> list[np.ndarray]:
+    """One random-action Crafter episode as 84x84 grayscale frames (64x64 render, resized)."""
+    import crafter
+    from PIL import Image
+
+    env = crafter.Env(size=(64, 64), length=length, seed=seed)
+    rgb = [env.reset()]
+    rng = np.random.default_rng(seed)
+    while len(rgb) <= length:
+        obs, _, done, _ = env.step(int(rng.integers(env.action_space.n)))
+        rgb.append(obs)
+        if done:
+            rgb.append(env.reset())  # keep going: only the pixels matter here
+    gray = [Image.fromarray(x).convert("L").resize((84, 84), Image.BILINEAR) for x in rgb]
+    return [np.asarray(g, np.uint8) for g in gray[: length + 1]]
+
+
+def private_mib(pid: int) -> float:
+    """Private (unshared) resident memory of a process, in MiB."""
+    fields = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    kib = sum(int(f.split()[1]) for f in fields if f.startswith(("Private_Clean", "Private_Dirty")))
+    return kib / 1024
+
+
+class _TensorBatches(IterableDataset):
+    """The plain design: workers' numpy batches go through the DataLoader's tensor sharing."""
+
+    def __init__(self, dataset: ReplayDataset) -> None:
+        self.dataset = dataset
+
+    def __iter__(self):
+        sampler = ShardSampler(self.dataset, get_worker_info().id)
+        while True:
+            yield sampler.next_batch(wait=True)
+
+
+class _PerSample(IterableDataset):
+    """The alternative design: single transitions, collated by the DataLoader."""
+
+    def __init__(self, replay_dir: Path) -> None:
+        self.replay_dir = replay_dir
+
+    def __iter__(self):
+        shard = EpisodeShard(10**9, NSTEP, True)
+        for f in list_episode_files(self.replay_dir):
+            shard.add(f.index, load_episode(f.path))
+        rng = np.random.default_rng(0)
+        while True:
+            yield tuple(x[0] for x in shard.sample(rng, 1, STACK, GAMMA)[:10])
+
+
+def rate(it, batches: int, work_s: float = 0.0) -> tuple[float, float]:
+    """(batches/s, median ms the consumer waited for a batch) while busy ``work_s`` per batch
+    (a CPU-bound stand-in for a DQN update)."""
+    next(it)
+    waits, start = [], time.perf_counter()
+    for _ in range(batches):
+        t = time.perf_counter()
+        next(it)
+        waits.append(time.perf_counter() - t)
+        while time.perf_counter() - t < work_s:
+            pass
+    return batches / (time.perf_counter() - start), 1000 * float(np.median(waits))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--length", type=int, default=400)
+    parser.add_argument("--batches", type=int, default=300)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        strings = StringTable(d / "strings.jsonl")
+        storage = ReplayStorage(d, strings)
+        write_s = 0.0
+        for ep in range(args.episodes):
+            frames = crafter_frames(args.length, seed=ep)
+            t = time.perf_counter()
+            storage.add_first(frames[0], f"text {ep} 0", "goal")
+            for i, f in enumerate(frames[1:], 1):
+                storage.add(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == args.length)
+            write_s += time.perf_counter() - t
+        n = storage.num_transitions
+        disk = sum(f.path.stat().st_size for f in list_episode_files(d))
+        shard = EpisodeShard(10**9, NSTEP, True)
+        t = time.perf_counter()
+        for f in list_episode_files(d):
+            shard.add(f.index, load_episode(f.path))
+        load_s = time.perf_counter() - t
+        print(f"{n} transitions in {args.episodes} episodes of {args.length} steps")
+        print(f"disk: {disk / n:.0f} B/transition; RAM (arrays): {shard.nbytes / n:.0f} B/transition")
+        print(f"write (collect + compress + fsync): {1000 * write_s / args.episodes:.1f} ms/episode;"
+              f" load: {1000 * load_s / args.episodes:.1f} ms/episode")
+        rng = np.random.default_rng(0)
+        frames_out = np.empty((2, BATCH, STACK, 84, 84), np.uint8)
+        t = time.perf_counter()
+        for _ in range(args.batches):
+            shard.sample(rng, BATCH, STACK, GAMMA)
+        print(f"EpisodeShard.sample, batch {BATCH}: "
+              f"{1000 * (time.perf_counter() - t) / args.batches:.2f} ms")
+        kw = dict(capacity=10**9, batch_size=BATCH, nstep=NSTEP, discount=GAMMA,
+                  frame_stack=STACK, clip_reward=True, save_buffer=True, seed=0)
+        t = time.perf_counter()
+        for _ in range(args.batches):
+            shard.sample(rng, BATCH, STACK, GAMMA, frames_out=frames_out)
+        print(f"EpisodeShard.sample into a reused buffer (as workers do): "
+              f"{1000 * (time.perf_counter() - t) / args.batches:.2f} ms")
+        plain = ReplayDataset(d, num_shards=2, **kw)
+        variants = {
+            "make_replay_loader(num_workers=0)": lambda: make_replay_loader(d, num_workers=0, **kw),
+            "make_replay_loader(num_workers=2)": lambda: make_replay_loader(d, num_workers=2, **kw),
+            "alternative: 2 workers, batches as DataLoader tensors": lambda: iter(DataLoader(
+                _TensorBatches(plain), batch_size=None, num_workers=2, in_order=False)),
+            "alternative: per-sample + default collate, in-process": lambda: iter(DataLoader(
+                _PerSample(d), batch_size=BATCH, num_workers=0)),
+        }
+        print(f"{'':54} batches/s | median wait per batch with a 35 ms CPU-bound update")
+        for name, make in variants.items():
+            it = make()
+            bps, _ = rate(it, args.batches // 3)
+            _, waited = rate(it, 60, work_s=0.035)
+            print(f"{name:54} {bps:9.0f} | {waited:.2f} ms")
+            if name.endswith("num_workers=2)"):
+                workers = it._it._workers  # noqa: SLF001 - bench only
+                mib = [private_mib(w.pid) for w in workers]
+                print(f"  worker private RSS: {', '.join(f'{m:.0f}' for m in mib)} MiB"
+                      f" (whole buffer: {shard.nbytes / 2**20:.0f} MiB of arrays)")
+            del it
+        print(f"pid {os.getpid()} done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Sampling from the episode files, in-process or in DataLoader workers that shard the episodes.
+
+Each sampler (this process, or each DataLoader worker) owns one shard: the episodes with
+``index % num_shards == shard_id``, at most ``ceil(capacity / num_shards)`` transitions of
+them, so the replay is held in RAM about once whatever the number of workers. A sampler lists
+the directory only when its mtime changed (or every ``relist_every`` batches, in case two
+files landed within one mtime tick) and loads just its new files.
+
+Workers do not send batches through the DataLoader's tensor pickling (which costs several ms
+per batch of 64 x 2 stacks on a small machine): each writes its batches into a few slots of
+shared memory it allocated once, and the DataLoader carries only ``(worker, slot)``; the main
+process copies the slot out and hands it back through a per-worker queue of free slots.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from ellm.replay.sampling import Batch, EpisodeShard
+from ellm.replay.storage import list_episode_files, load_episode
+
+PREFETCH = 2  # batches a DataLoader worker may have ready ahead of the consumer
+# Batch fields sent as rows of one float64 array (ids and counts are exact below 2**53).
+_SCALARS = ("action", "reward", "discount", "text_obs", "next_text_obs", "goal", "next_goal",
+            "n_steps")
+_FLOATS = ("reward", "discount")
+
+
+class ShardSampler:
+    """One shard's sampler: keeps its EpisodeShard in step with the files and draws batches."""
+
+    def __init__(self, cfg: ReplayDataset, shard_id: int) -> None:
+        self.cfg, self.shard_id = cfg, shard_id
+        capacity = math.ceil(cfg.capacity / cfg.num_shards)
+        self.shard = EpisodeShard(capacity, cfg.nstep, cfg.clip_reward)
+        self.rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard_id]))
+        self._paths: dict[int, Path] = {}
+        self._last_index = -1  # files are written in index order: only higher ones are new
+        self._dir_mtime: int | None = None
+        self._batches_since_listing = 0
+
+    def fetch(self, force: bool = False) -> None:
+        """Load this shard's new episode files (listing the dir only if it may have changed)."""
+        mtime = os.stat(self.cfg.replay_dir).st_mtime_ns  # read before listing: no lost update
+        fresh = self._batches_since_listing < self.cfg.relist_every
+        if not force and mtime == self._dir_mtime and fresh:
+            return
+        self._dir_mtime, self._batches_since_listing = mtime, 0
+        n = self.cfg.num_shards
+        new = [
+            f
+            for f in list_episode_files(self.cfg.replay_dir)
+            if f.index > self._last_index and f.index % n == self.shard_id
+        ]
+        if not new:
+            return
+        self._last_index = new[-1].index
+        first, total = len(new), 0  # load new[first:]: the newest that fit (at least one)
+        cap = self.shard.capacity
+        while first > 0 and (first == len(new) or total + new[first - 1].length <= cap):
+            first -= 1
+            total += new[first].length
+        for f in new[first:]:
+            self._paths[f.index] = f.path
+            self._drop(self.shard.add(f.index, load_episode(f.path)))
+        if not self.cfg.save_buffer:
+            for f in new[:first]:
+                f.path.unlink(missing_ok=True)
+
+    def _drop(self, indices: list[int]) -> None:
+        for index in indices:
+            path = self._paths.pop(index)
+            if not self.cfg.save_buffer:
+                path.unlink(missing_ok=True)
+
+    def next_batch(self, wait: bool, frames_out: np.ndarray | None = None) -> Batch:
+        """Sample a batch; with ``wait``, poll the directory until the shard has an episode."""
+        self.fetch()
+        while not self.shard.num_transitions:
+            if not wait:
+                raise RuntimeError(
+                    f"no episodes in {self.cfg.replay_dir} for replay shard {self.shard_id}: "
+                    "write at least one episode before sampling"
+                )
+            time.sleep(0.05)
+            self.fetch(force=True)
+        self._batches_since_listing += 1
+        c = self.cfg
+        return self.shard.sample(
+            self.rng, c.batch_size, c.frame_stack, c.discount, c.one_step_next_obs, frames_out
+        )
+
+
+class _Slots(NamedTuple):
+    """A worker's shared batch slots, sent once: frames [K, stacks, B, S, H, W], scalars
+    [K, len(_SCALARS), B]."""
+
+    worker: int
+    frames: torch.Tensor
+    scalars: torch.Tensor
+
+
+class _Ready(NamedTuple):
+    worker: int
+    slot: int
+
+
+class ReplayDataset(IterableDataset):
+    """Endless batches from this process's shard (shard = DataLoader worker id, or 0).
+
+    In-process it yields numpy Batches; in a worker it yields slot messages (see module doc),
+    taking free slot ids from ``free_slots[worker id]``.
+    """
+
+    def __init__(
+        self,
+        replay_dir: Path,
+        *,
+        capacity: int,
+        batch_size: int,
+        num_shards: int,
+        nstep: int,
+        discount: float,
+        frame_stack: int,
+        clip_reward: bool,
+        save_buffer: bool,
+        seed: int,
+        one_step_next_obs: bool = False,
+        relist_every: int = 100,
+        free_slots: list | None = None,
+    ) -> None:
+        self.replay_dir = Path(replay_dir)
+        self.capacity, self.batch_size, self.num_shards = capacity, batch_size, num_shards
+        self.nstep, self.discount, self.frame_stack = nstep, discount, frame_stack
+        self.clip_reward, self.save_buffer, self.seed = clip_reward, save_buffer, seed
+        self.one_step_next_obs, self.relist_every = one_step_next_obs, relist_every
+        self.free_slots = free_slots
+
+    def __iter__(self) -> Iterator[Batch | _Slots | _Ready]:
+        info = get_worker_info()
+        if (info.num_workers if info else 1) != self.num_shards:
+            raise RuntimeError(f"{self.num_shards} shards but {info and info.num_workers} workers")
+        if info is None:
+            sampler = ShardSampler(self, 0)
+            while True:  # waiting would deadlock the caller, who writes the episodes: raise
+                yield sampler.next_batch(wait=False)
+        else:
+            yield from self._serve_slots(ShardSampler(self, info.id), self.free_slots[info.id])
+
+    @staticmethod
+    def _serve_slots(sampler: ShardSampler, free: multiprocessing.Queue) -> Iterator:
+        first = sampler.next_batch(wait=True)  # waits for the shard's first episode
+        frames = np.stack([x for x in (first.obs, first.next_obs, first.one_step_next_obs)
+                           if x is not None])
+        slots = _Slots(
+            sampler.shard_id,
+            torch.empty((PREFETCH + 1, *frames.shape), dtype=torch.uint8).share_memory_(),
+            torch.empty((PREFETCH + 1, len(_SCALARS), len(first.action)), dtype=torch.float64)
+            .share_memory_(),
+        )
+        frames_np, scalars_np = slots.frames.numpy(), slots.scalars.numpy()
+        yield slots
+        batch = first
+        while True:
+            k = free.get()
+            if batch is None:
+                batch = sampler.next_batch(wait=True, frames_out=frames_np[k])
+            else:
+                frames_np[k] = frames
+            for j, name in enumerate(_SCALARS):
+                scalars_np[k, j] = getattr(batch, name)
+            batch = None
+            yield _Ready(sampler.shard_id, k)
+
+
+class _SlotIterator:
+    """Main-process end of the workers' shared slots: yields torch Batches it owns."""
+
+    def __init__(self, loader: DataLoader, free_slots: list) -> None:
+        self._it = iter(loader)
+        self._free = free_slots
+        self._slots: dict[int, _Slots] = {}
+
+    def __iter__(self) -> _SlotIterator:
+        return self
+
+    def __next__(self) -> Batch:
+        msg = next(self._it)
+        while isinstance(msg, _Slots):
+            self._slots[msg.worker] = msg
+            msg = next(self._it)
+        slots = self._slots[msg.worker]
+        frames = slots.frames[msg.slot].clone()
+        scalars = slots.scalars[msg.slot].clone()
+        self._free[msg.worker].put(msg.slot)
+        fields = {
+            name: scalars[j].float() if name in _FLOATS else scalars[j].long()
+            for j, name in enumerate(_SCALARS)
+        }
+        one_step = frames[2] if len(frames) > 2 else None
+        return Batch(obs=frames[0], next_obs=frames[1], one_step_next_obs=one_step, **fields)
+
+
+def _to_torch(batch: Batch) -> Batch:
+    return Batch(*(None if x is None else torch.from_numpy(x) for x in batch))
+
+
+def make_replay_loader(
+    replay_dir: Path,
+    *,
+    capacity: int,
+    batch_size: int,
+    num_workers: int,
+    nstep: int,
+    discount: float,
+    frame_stack: int,
+    clip_reward: bool,
+    save_buffer: bool,
+    seed: int,
+    one_step_next_obs: bool = False,
+) -> Iterator[Batch]:
+    """An endless iterator of torch Batches sampled from the episode files in ``replay_dir``.
+
+    ``num_workers`` 0 or 1 samples in this process (and raises if there is no episode yet);
+    more start that many DataLoader workers, each holding its own shard and waiting for its
+    first episode. ``capacity`` is in transitions (over all shards); with
+    ``save_buffer=False`` the files of episodes dropped from sampling are deleted. Batches are
+    drawn with seeds derived from ``(seed, shard)``; with workers they are yielded as they are
+    ready (which worker comes first, and when files are picked up, depend on timing).
+    The tensors of each Batch are its own (not shared with later batches).
+    """
+    num_shards = num_workers if num_workers > 1 else 1
+    free_slots = None
+    if num_shards > 1:
+        free_slots = [multiprocessing.get_context().Queue() for _ in range(num_workers)]
+        for q in free_slots:
+            for k in range(PREFETCH + 1):
+                q.put(k)
+    dataset = ReplayDataset(
+        replay_dir,
+        capacity=capacity,
+        batch_size=batch_size,
+        num_shards=num_shards,
+        nstep=nstep,
+        discount=discount,
+        frame_stack=frame_stack,
+        clip_reward=clip_reward,
+        save_buffer=save_buffer,
+        seed=seed,
+        one_step_next_obs=one_step_next_obs,
+        free_slots=free_slots,
+    )
+    if num_shards == 1:
+        return map(_to_torch, iter(dataset))
+    loader = DataLoader(
+        dataset,
+        batch_size=None,  # the workers build whole batches
+        num_workers=num_workers,
+        pin_memory=False,
+        prefetch_factor=PREFETCH,
+        in_order=False,  # a worker still waiting for its first episode must not block the rest
+    )
+    return _SlotIterator(loader, free_slots)

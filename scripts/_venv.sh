@@ -1,0 +1,23 @@
+# Sourced by scripts/main.sh and scripts/test.sh: create ./.venv on first use and
+# (re)install the project when pyproject.toml changed. torch is pinned to the CPU build
+# first, because an unpinned torch requirement pulls a multi-GB CUDA build.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${ELLM_VENV:-$ROOT/.venv}"
+TORCH_SPEC="${ELLM_TORCH_SPEC:-torch==2.13.0}"
+PYTHON_BIN="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON_BIN" -m venv "$VENV"
+fi
+STAMP="$VENV/.install-stamp"
+WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $TORCH_SPEC"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev,wandb,report]"
+  echo "$WANT" > "$STAMP"
+fi
+# Everything the project needs is installed locally; never wait on a model hub.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-offline}"
+export PATH="$VENV/bin:$PATH"
+cd "$ROOT"

@@ -1,0 +1,199 @@
+"""A scriptable OpenAI-compatible HTTP server on 127.0.0.1 for tests (stdlib only).
+
+Speaks ``POST /v1/chat/completions``, ``POST /v1/completions`` and ``GET /v1/models``. Each
+request takes the next :class:`Reply` from the script (``push``), else the server's
+``responder(request_body)``, else ``default``. Every request is recorded. Runs in a daemon thread;
+``stop()`` shuts it down and closes the socket.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer: text (None = JSON null content), HTTP status, delay, logprobs."""
+
+    text: str | None = "- chop tree\n- drink water"
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    top_logprobs: dict[str, float] | None = None
+    prompt_tokens: int = 100
+    completion_tokens: int = 10
+
+    @classmethod
+    def bullets(cls, *goals: str, **kw: Any) -> Reply:
+        return cls("".join(f"- {g}\n" for g in goals), **kw)
+
+    @classmethod
+    def error(cls, status: int = 500, **kw: Any) -> Reply:
+        return cls(None, status=status, **kw)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float = 0.01) -> Reply:
+        return cls(None, status=429, headers={"retry-after": str(retry_after)})
+
+    @classmethod
+    def yes_no(cls, yes: float | None, no: float | None, token: str = " Yes") -> Reply:
+        top = {"Maybe": -5.0}
+        if yes is not None:
+            top[token] = yes
+        if no is not None:
+            top[token.replace("Yes", "No")] = no
+        return cls(token, top_logprobs=top, completion_tokens=1)
+
+
+@dataclass
+class Request:
+    path: str
+    body: dict[str, Any]
+    authorization: str | None
+
+
+class OpenAITestServer:
+    """Start with ``start()`` (or as a context manager); ``base_url`` ends in ``/v1``."""
+
+    def __init__(self) -> None:
+        self.script: deque[Reply] = deque()
+        self.responder: Callable[[dict[str, Any]], Reply] | None = None
+        self.default = Reply()
+        self.requests: list[Request] = []
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- life cycle -----------------------------------------------------------------------
+    def start(self) -> OpenAITestServer:
+        handler = type("Handler", (_Handler,), {"owner": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
+                                        daemon=True, name="openai-test-server")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAITestServer:  # noqa: PYI034 - Self needs Python 3.11
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def is_listening(self) -> bool:
+        """True when something accepts TCP connections on the server's port."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    # ---- scripting ------------------------------------------------------------------------
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+        return self.responder(body) if self.responder else self.default
+
+    def _record(self, request: Request) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: OpenAITestServer
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", 0))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        owner = self.owner
+        owner._record(Request(self.path, body, self.headers.get("authorization")))
+        if self.path not in ("/v1/chat/completions", "/v1/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        reply = owner._next_reply(body)
+        if reply.delay and owner._stopping.wait(reply.delay):
+            return
+        if reply.status != 200:
+            error = {"message": f"scripted HTTP {reply.status}", "type": "server_error",
+                     "code": None}
+            self._send(reply.status, {"error": error}, reply.headers)
+            return
+        chat = self.path == "/v1/chat/completions"
+        self._send(200, _completion(body, reply, chat), reply.headers)
+
+    def _send(self, status: int, payload: dict[str, Any],
+              headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+
+def _completion(body: dict[str, Any], reply: Reply, chat: bool) -> dict[str, Any]:
+    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+             "total_tokens": reply.prompt_tokens + reply.completion_tokens}
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
+    top = reply.top_logprobs
+    if chat:
+        choice["message"] = {"role": "assistant", "content": reply.text}
+        if top is not None and body.get("logprobs"):
+            entries = [{"token": t, "logprob": lp, "bytes": None} for t, lp in top.items()]
+            first = max(entries, key=lambda e: e["logprob"])
+            choice["logprobs"] = {"content": [{**first, "top_logprobs": entries}],
+                                  "refusal": None}
+    else:
+        choice["text"] = reply.text or ""
+        if top is not None and body.get("logprobs"):
+            best = max(top, key=top.__getitem__)
+            choice["logprobs"] = {"tokens": [best], "token_logprobs": [top[best]],
+                                  "top_logprobs": [top], "text_offset": [0]}
+    return {"id": "test-1", "object": "chat.completion" if chat else "text_completion",
+            "created": 0, "model": body.get("model", "test-model"), "choices": [choice],
+            "usage": usage}

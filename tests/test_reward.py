@@ -1,0 +1,139 @@
+"""Intrinsic rewards: SBERT threshold, synonyms, novelty, success gate, single-task modes."""
+
+import numpy as np
+import pytest
+
+from ellm.embed import SentenceEmbedder
+from ellm.goals import GoalSource, goal_text
+from ellm.lm import build_suggester
+from ellm.reward import TASK_CHAINS, GoalReward, SingleTaskReward
+from text_crafter import GOOD_ACTIONS
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceEmbedder()
+
+
+def test_exact_caption_pays_its_cosine(embedder):
+    reward = GoalReward(embedder, threshold=0.99)
+    value, goal = reward("chop tree", ["drink water", "chop tree"])
+    assert goal == "chop tree" and value == pytest.approx(1.0, abs=1e-5)
+    assert reward("chop tree", []) == (0.0, None)
+    assert reward("", ["chop tree"]) == (0.0, None)  # failed success gate: no caption
+
+
+def test_threshold_is_strict_and_value_is_the_cosine(embedder):
+    a, b = embedder.embed(["chop grass", "chop tree"])
+    cos = float(a @ b)
+    assert 0.3 < cos < 0.99
+    assert GoalReward(embedder, 0.99)("chop grass", ["chop tree"]) == (0.0, None)
+    value, goal = GoalReward(embedder, cos - 1e-4)("chop grass", ["chop tree"])
+    assert goal == "chop tree" and value == pytest.approx(cos, abs=1e-6)
+    assert GoalReward(embedder, cos + 1e-4)("chop grass", ["chop tree"]) == (0.0, None)
+
+
+def test_synonyms_match_either_phrasing(embedder):
+    reward = GoalReward(embedder, 0.99)
+    value, goal = reward("attack cow", ["drink water", "eat cow"])
+    assert goal == "eat cow" and value == pytest.approx(1.0, abs=1e-5)
+    value, goal = reward("make crafting table", ["place crafting table"])
+    assert goal == "place crafting table" and value == pytest.approx(1.0, abs=1e-5)
+
+
+STATE = {"caption": "You see grass, tree, and water. You are targeting tree.",
+         "inventory": "", "status": "", "text_obs": ""}
+INFO = {"inventory": {"health": 9, "food": 9, "drink": 9, "energy": 9, "sapling": 0, "wood": 0,
+                      "stone": 0, "coal": 0, "iron": 0, "diamond": 0, "wood_pickaxe": 0,
+                      "stone_pickaxe": 0, "iron_pickaxe": 0, "wood_sword": 0, "stone_sword": 0,
+                      "iron_sword": 0}}
+
+
+def step_info(action, caption, effective=True):
+    return {"action_name": action, "transition_caption": caption, "effective_success": effective}
+
+
+def test_novelty_pays_a_goal_once_per_episode(embedder):
+    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
+                        GoalReward(embedder, 0.99))
+    goals = source.reset(STATE, INFO)
+    assert "chop tree" in goals and "drink water" in goals
+    assert source.reward(step_info("chop tree", "chop tree")) == pytest.approx(1.0, abs=1e-5)
+    goals = source.observe(STATE, INFO)
+    assert "chop tree" not in goals and "drink water" in goals
+    assert source.reward(step_info("chop tree", "chop tree")) == 0.0
+    assert source.matches == 1
+    assert "chop tree" in source.reset(STATE, INFO)  # a new episode forgets
+
+
+def test_success_gate_and_novelty_baseline_ignoring_it(embedder):
+    oracle = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
+                        GoalReward(embedder, 0.99))
+    oracle.reset(STATE, INFO)
+    assert oracle.reward(step_info("chop tree", "", effective=False)) == 0.0  # gate failed
+    ungated = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
+                         GoalReward(embedder, 0.99), check_success=False)
+    ungated.reset(STATE, INFO)
+    assert ungated.reward(step_info("chop tree", "", effective=False)) > 0.99
+    novelty = GoalSource(build_suggester({"lm_class": "BaselineModel"}, all_goals=GOOD_ACTIONS),
+                         GoalReward(embedder, 0.99))
+    goals = novelty.reset(STATE, INFO)
+    assert set(goals) == set(GOOD_ACTIONS)
+    assert novelty.reward(step_info("mine diamond", "", effective=False)) > 0.99
+    assert "mine diamond" not in novelty.observe(STATE, INFO)
+
+
+def test_extrinsic_goal_source_pays_nothing():
+    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS), None)
+    source.reset(STATE, INFO)
+    assert source.reward(step_info("chop tree", "chop tree")) == 0.0
+
+
+def test_single_task_pays_effective_task_actions_with_synonyms():
+    task = SingleTaskReward("attack cow")
+    assert task.goal == "attack cow"
+    assert task("eat cow", True) == 1.0
+    assert task("attack cow", False) == 0.0
+    assert task("chop tree", True) == 0.0
+    assert task("attack cow", True) == 1.0  # every time, not once
+
+
+def test_single_task_hierarchical_and_reward_last():
+    chain = TASK_CHAINS["make wood pickaxe"]
+    assert chain == ("chop tree", "chop tree", "place crafting table", "make wood pickaxe")
+    for mode, expected in [(True, [1.0, 1.0, 1.0, 1.0]), ("reward_last", [0.0, 0.0, 0.0, 1.0])]:
+        task = SingleTaskReward("make wood pickaxe", hierarchical=mode)
+        shown, paid = [], []
+        assert task("make wood pickaxe", True) == 0.0  # not the current subtask
+        for action in chain:
+            shown.append(task.goal)
+            paid.append(task(action, True))
+        assert shown == list(chain) and paid == expected
+        assert task.goal == "make wood pickaxe"
+        task.reset()
+        assert task.goal == "chop tree"
+    with pytest.raises(ValueError, match="single_goal_hierarchical"):
+        SingleTaskReward("attack cow", hierarchical="yes")
+
+
+def test_goal_source_single_task_shows_the_subtask(embedder):
+    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
+                        None, SingleTaskReward("place plant", hierarchical="reward_last"))
+    assert source.reset(STATE, INFO) == ["chop grass"]
+    assert source.reward(step_info("chop grass", "chop grass")) == 0.0
+    assert source.observe(STATE, INFO) == ["place plant"]
+    assert source.reward(step_info("place plant", "place plant")) == 1.0
+    assert goal_text(["place plant"]) == "Your goal is: place plant."
+    assert goal_text([]) == "Your goal is: none."
+
+
+def test_embedder_embeds_each_string_once(embedder):
+    before = embedder.cache_info()
+    reward = GoalReward(embedder, 0.99)
+    for _ in range(5):
+        reward("unique caption xyz", ["unique goal xyz"])
+    after = embedder.cache_info()
+    assert after.misses - before.misses == 2
+    assert np.allclose(embedder.embed(["unique goal xyz"]),
+                       embedder.model.encode(["unique goal xyz"], normalize_embeddings=True),
+                       atol=1e-5)

@@ -1,0 +1,173 @@
+"""End-to-end runs of ``python train.py`` with tiny budgets: the original README commands
+(pretraining, guided exploration, finetuning), TensorBoard, W&B offline, resume, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "num_train_frames=240", "num_seed_frames=60", "eval_every_frames=120",
+    "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
+    "batch_size=8", "agent.critic_target_update_every_steps=40", "progress=false",
+]
+PRETRAIN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+            "env_spec.lm_spec.lm_class=SimpleOracle"]
+
+
+def train(cwd: Path, *overrides: str, check: bool = True, timeout: float = 400,
+          extra_env: dict[str, str] | None = None):
+    env = {**os.environ, **(extra_env or {}), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "ELLM_CACHE_DIR": str(cwd / "lm_cache"), "WANDB_DIR": str(cwd),
+           "WANDB_CACHE_DIR": str(cwd / "wandb_cache"), "WANDB_CONFIG_DIR": str(cwd / "wandb_cfg")}
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def run_dir(cwd: Path, exp_name: str) -> Path:
+    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
+    return found
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> Path:
+    """The README's oracle pretraining command, unchanged but for the budget."""
+    cwd = tmp_path_factory.mktemp("pretrain")
+    train(cwd, *PRETRAIN, "exp_name=TEST_RUN", *TINY)
+    return run_dir(cwd, "TEST_RUN")
+
+
+def test_pretraining_writes_a_complete_run_dir(pretrained):
+    names = {p.name for p in pretrained.iterdir()}
+    assert {"config.json", "snapshot.pt", "train.csv", "eval.csv", "lm.csv", "train",
+            "eval", "buffer"} <= names
+    train_rows = rows(pretrained / "train.csv")
+    assert len(train_rows) == 6  # 240 frames of 40-step episodes
+    assert int(train_rows[-1]["frame"]) == 240
+    eval_rows = rows(pretrained / "eval.csv")
+    assert [int(r["frame"]) for r in eval_rows] == [120, 240]
+    assert {"episode_reward", "score", "episode_length"} <= set(eval_rows[0])
+    assert len((pretrained / "train" / "stats.jsonl").read_text().splitlines()) == 6
+    assert len((pretrained / "eval" / "stats.jsonl").read_text().splitlines()) == 2
+    assert len(list((pretrained / "buffer").glob("*.npz"))) == 6
+    config = json.loads((pretrained / "config.json").read_text())
+    assert config["use_goal"] is True and config["env_spec"]["lm_spec"]["lm_class"] == "SimpleOracle"
+    lm_rows = rows(pretrained / "lm.csv")
+    assert float(lm_rows[-1]["queries"]) > 0
+    snapshot = torch.load(pretrained / "snapshot.pt", weights_only=True)
+    assert snapshot["meta"]["frame"] == 240 and snapshot["meta"]["episode"] == 6
+
+
+def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
+    train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+          "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
+          "decay_after_reward=True", 'env_spec.single_task="attack cow"',
+          f"expl_agent_path={pretrained}", "num_train_frames=200", "exp_name=TEST_RUN",
+          *TINY[1:])
+    out = run_dir(tmp_path, "TEST_RUN")
+    eval_rows = rows(out / "eval.csv")
+    assert "attack_cow" in rows(out / "goals.csv")[0]
+    assert len(eval_rows) == 2
+
+
+def test_finetuning_from_the_snapshot(pretrained, tmp_path):
+    train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+          "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
+          "decay_after_reward=True", "finetune_snapshot=True", "agent.train_eps_max=.5",
+          "lr=0.00002", 'env_spec.single_task="attack cow"', f"snapshot_path={pretrained}",
+          "num_train_frames=200", "exp_name=TEST_RUN", *TINY[1:])
+    out = run_dir(tmp_path, "TEST_RUN")
+    assert out != pretrained
+    snapshot = torch.load(out / "snapshot.pt", weights_only=True)
+    assert snapshot["meta"]["frame"] == 200  # a fresh run: counters start at 0
+    first = rows(out / "train.csv")[0]
+    assert float(first["epsilon"]) == pytest.approx(0.5)  # held at train_eps_max
+
+
+def test_tensorboard_and_wandb_offline(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(tmp_path, "use_tb=True", "use_wandb=True", "exp_name=MON", *TINY)
+    out = run_dir(tmp_path, "MON")
+    events = EventAccumulator(str(out / "tb"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/episode_reward", "eval/episode_reward", "eval/score", "lm/queries"} <= tags
+    assert [e.step for e in events.Scalars("eval/episode_reward")] == [120, 240]
+    assert list(out.glob("wandb/offline-run-*/run-*.wandb"))
+
+
+def test_resume_after_kill_9_continues_the_counters(tmp_path):
+    args = [*PRETRAIN, "exp_name=KILL", *TINY[:1], "num_train_frames=100000", *TINY[1:]]
+    args = [a for a in args if a != "num_train_frames=240"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ELLM_CACHE_DIR": str(tmp_path / "lm_cache")}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    snap = None
+    while time.time() < deadline:
+        found = list(tmp_path.glob("exp_local/*/KILL_*/snapshot.pt"))
+        if found and torch.load(found[0], weights_only=True)["meta"]["frame"] >= 240:
+            snap = found[0]
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert snap is not None, "no snapshot appeared"
+    out = snap.parent
+    killed_at = torch.load(snap, weights_only=True)["meta"]["frame"]
+    train(tmp_path, *PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
+          f"num_train_frames={killed_at + 120}", *TINY[1:])
+    assert len(list(tmp_path.glob("exp_local/*/KILL_*"))) == 1  # same run dir
+    meta = torch.load(snap, weights_only=True)["meta"]
+    assert meta["frame"] == killed_at + 120
+    eval_frames = [int(r["frame"]) for r in rows(out / "eval.csv")]
+    assert eval_frames[-1] == killed_at + 120
+
+
+@pytest.mark.parametrize("override, message", [
+    ("num_train_frames=-5", "num_train_frames"),
+    ("env_spec.name=CrafterTextEnv-v9", "env_spec.name"),
+    ("env_spec.action_space_type=hard", "env_spec.action_space_type"),
+    ("snapshot_path=/nonexistent/run", "snapshot_path"),
+    ("env_spec.lm_spec.lm_class=Codex", "lm_class"),
+    ("device=cuda", "device"),
+    ("batch_size=abc", "batch_size"),
+])
+def test_bad_input_fails_before_training_naming_the_key(tmp_path, override, message):
+    proc = train(tmp_path, "exp_name=BAD", *TINY, override, check=False, timeout=120,
+                 extra_env={"CUDA_VISIBLE_DEVICES": ""})  # no GPU, whatever the machine
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("exp_local/*/BAD_*/train.csv"))
+
+
+def test_unknown_key_is_rejected(tmp_path):
+    proc = train(tmp_path, "num_train_frame=10", check=False, timeout=60)
+    assert proc.returncode != 0 and "num_train_frame" in proc.stderr
+
+
+def test_incompatible_checkpoint_names_the_keys(pretrained, tmp_path):
+    proc = train(tmp_path, "env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
+                 "finetune_snapshot=True", "use_goal=False", "exp_name=MISMATCH", *TINY,
+                 check=False, timeout=120)
+    assert proc.returncode != 0 and "use_goal" in proc.stderr

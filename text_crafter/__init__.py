@@ -1,0 +1,22 @@
+"""Text-Crafter: the Crafter game (PyPI ``crafter``) with text captions, as ELLM uses it.
+
+``make("CrafterTextEnv-v1")`` builds the paper's setting; see :mod:`text_crafter.env`.
+The ids are also registered with gymnasium (``gymnasium.make("CrafterTextEnv-v1")``).
+"""
+
+import gymnasium as _gym
+
+from text_crafter.actions import GOOD_ACTIONS, SYNONYMS, action_names, same_action
+from text_crafter.env import ENV_SPECS, CrafterTextEnv, make
+from text_crafter.stats import crafter_score, load_stats, success_rates
+
+for _env_id, _spec in ENV_SPECS.items():
+    if _env_id not in _gym.registry:
+        _gym.register(
+            id=_env_id, entry_point="text_crafter.env:CrafterTextEnv",
+            kwargs={"version": _spec.version, "extrinsic": _spec.extrinsic})
+
+__all__ = [
+    "ENV_SPECS", "GOOD_ACTIONS", "SYNONYMS", "CrafterTextEnv", "action_names", "crafter_score",
+    "load_stats", "make", "same_action", "success_rates",
+]

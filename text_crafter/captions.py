@@ -1,0 +1,120 @@
+"""Text descriptions of a Crafter state (ELLM.md §2.3).
+
+Three sentences describe the player's situation:
+
+- state caption: what is in the 9x7 local view plus what the player faces,
+  e.g. ``"You see cow, grass, and tree. You are targeting tree."``;
+- inventory: ``"You have in your inventory wood, wood_pickaxe."`` (``""`` when empty);
+- status: ``"You feel hungry, sleepy."`` for health/food/drink/energy below 9 (``""`` if none).
+
+``version=1`` reproduces the original's wording byte for byte, quirks included: the "and"
+with an Oxford comma even for two names ("You see grass, and tree."), "You see ." for an
+empty view, "table" (not "crafting table") in the targeting clause and underscores in item
+names. ``version=2`` writes natural English: "You see grass and tree.", "You see nothing.",
+"crafting table" everywhere and "wood pickaxe".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+INVENTORY_ITEMS = (
+    "sapling", "wood", "stone", "coal", "iron", "diamond", "wood_pickaxe", "stone_pickaxe",
+    "iron_pickaxe", "wood_sword", "stone_sword", "iron_sword",
+)
+STATUS_WORDS = {"health": "hurt", "food": "hungry", "drink": "thirsty", "energy": "sleepy"}
+STATUS_FULL = 9
+
+# Names never mentioned in the view list, and materials never named as a target.
+_HIDDEN_IN_VIEW = frozenset({"player", "sand", "arrow"})
+_UNTARGETED_MATERIALS = frozenset({"path", "sand", "lava"})
+
+
+def object_name(obj: Any) -> str:
+    """Caption name of a Crafter object ("cow", "zombie", "plant", ...)."""
+    for cls in type(obj).__mro__:  # the upstream class, also for subclasses such as V1Player
+        if cls.__module__ == "crafter.objects":
+            return cls.__name__.lower()
+    return type(obj).__name__.lower()
+
+
+def material_name(material: str, version: int = 2) -> str:
+    """Caption name of a material: "table" becomes "crafting table"."""
+    return "crafting table" if material == "table" else material
+
+
+def _join(names: list[str], version: int) -> str:
+    if version == 1:
+        if len(names) <= 1:
+            return "".join(names)
+        return ", ".join(names[:-1]) + ", and " + names[-1]
+    if not names:
+        return "nothing"
+    if len(names) == 1:
+        return names[0]
+    if len(names) == 2:
+        return f"{names[0]} and {names[1]}"
+    return ", ".join(names[:-1]) + ", and " + names[-1]
+
+
+def visible_names(world: Any, center: np.ndarray, grid: tuple[int, int]) -> list[str]:
+    """Sorted distinct names of what the local view shows (objects hide their cell's material)."""
+    (cx, cy), (gw, gh) = center, grid
+    x0, y0 = cx - gw // 2, cy - gh // 2
+    xa, ya = max(x0, 0), max(y0, 0)
+    xb, yb = min(x0 + gw, world.area[0]), min(y0 + gh, world.area[1])
+    mats = world._mat_map[xa:xb, ya:yb]
+    objs = world._obj_map[xa:xb, ya:yb]
+    names = {material_name(world._mat_names[m]) for m in np.unique(mats[objs == 0]).tolist()}
+    names.update(object_name(world._objects[i]) for i in np.unique(objs[objs > 0]).tolist())
+    names.discard(None)
+    return sorted(names - _HIDDEN_IN_VIEW)
+
+
+def target_name(world: Any, player: Any, version: int) -> str | None:
+    """Name of what the player faces, or None (nothing nameable, or outside the world)."""
+    target = (player.pos[0] + player.facing[0], player.pos[1] + player.facing[1])
+    material, obj = world[target]
+    if obj is not None:
+        return object_name(obj)
+    if material is None or material in _UNTARGETED_MATERIALS:
+        return None
+    if material == "table" and version == 1:
+        return "table"
+    return material_name(material)
+
+
+def state_caption(world: Any, player: Any, grid: tuple[int, int], version: int) -> str:
+    """"You see ... ." plus " You are targeting X." when the player faces something nameable."""
+    caption = f"You see {_join(visible_names(world, player.pos, grid), version)}."
+    target = target_name(world, player, version)
+    if target is not None:
+        caption += f" You are targeting {target}."
+    return caption
+
+
+def inventory_sentence(inventory: dict[str, int], version: int) -> str:
+    """Items held (count > 0) in Crafter's item order; sapling is called "plant"."""
+    names = []
+    for item in INVENTORY_ITEMS:
+        if inventory.get(item, 0) > 0:
+            name = "plant" if item == "sapling" else item
+            names.append(name if version == 1 else name.replace("_", " "))
+    if not names:
+        return ""
+    return "You have in your inventory " + ", ".join(names) + "."
+
+
+def status_sentence(inventory: dict[str, int]) -> str:
+    """Needs below their maximum, in the order health, food, drink, energy."""
+    words = [word for stat, word in STATUS_WORDS.items() if inventory[stat] < STATUS_FULL]
+    if not words:
+        return ""
+    return "You feel " + ", ".join(words) + "."
+
+
+def text_observation(caption: str, inventory: str, status: str) -> str:
+    """The agent's language state: the three sentences, lower-cased, empty ones left out."""
+    return " ".join(part for part in (caption, inventory, status) if part).lower()

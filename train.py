@@ -1,0 +1,50 @@
+"""Train an ELLM agent: ``python train.py [key=value ...]`` (Hydra; see config.yaml and README)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from ellm.checkpoint import SNAPSHOT_NAME
+
+log = logging.getLogger("ellm")
+
+
+def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
+    """Resuming (snapshot_path without finetune_snapshot) continues in the snapshot's run dir."""
+    if snapshot_path in (None, "", "null") or str(finetune_snapshot).lower() == "true":
+        return default
+    path = Path(str(snapshot_path)).expanduser()
+    return str(path.parent if path.name == SNAPSHOT_NAME or path.is_file() else path)
+
+
+OmegaConf.register_new_resolver("ellm_run_dir", _run_dir, replace=True)
+
+
+@hydra.main(version_base="1.3", config_path=".", config_name="config")
+def main(cfg: DictConfig) -> None:
+    from ellm.config import ConfigError
+    from ellm.checkpoint import CheckpointError
+    from ellm.workspace import Workspace
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        workspace = Workspace(cfg, run_dir)
+    except (ConfigError, CheckpointError, ValueError) as exc:
+        log.error("invalid configuration: %s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    final = workspace.train()
+    print(f"\nrun dir: {run_dir}")
+    if final:
+        print("final eval: " + ", ".join(
+            f"{k}={v:.3g}" for k, v in final.items() if k.startswith("eval/")))
+
+
+if __name__ == "__main__":
+    main()
