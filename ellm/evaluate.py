@@ -30,9 +30,9 @@ def known_goals(single_task: str | None) -> list[str]:
 class Evaluator:
     """Runs evaluation episodes with the agent's eval epsilon on a separate env."""
 
-    def __init__(self, ws: Workspace, env, goals: GoalSource):
+    def __init__(self, ws: Workspace, env, goals: GoalSource, keep_until: int | None = None):
         self.ws, self.env, self.goals = ws, env, goals
-        self.stats = StatsWriter(ws.run_dir / "eval" / "stats.jsonl")
+        self.stats = StatsWriter(ws.run_dir / "eval" / "stats.jsonl", keep_until=keep_until)
 
     def run(self, frame: int) -> dict[str, float]:
         cfg = self.ws.cfg

@@ -22,14 +22,21 @@ log = logging.getLogger(__name__)
 
 
 class CsvFile:
-    """A CSV file whose header grows when new keys appear (rewritten atomically)."""
+    """A CSV file whose header grows when new keys appear (rewritten atomically).
 
-    def __init__(self, path: Path):
+    ``keep_until``: rows logged after this frame are dropped on opening. A resumed run passes
+    its snapshot's frame, so the rows a killed run wrote after its last snapshot are not
+    duplicated when those frames are trained again.
+    """
+
+    def __init__(self, path: Path, keep_until: int | None = None):
         self.path = path
         self.fields: list[str] = []
         if path.exists():
             with path.open(newline="") as f:
                 self.fields = next(csv.reader(f), [])
+            if keep_until is not None:
+                self._rewrite(self.fields, keep_until)
 
     def write(self, row: Mapping[str, Any]) -> None:
         new = [k for k in row if k not in self.fields]
@@ -38,11 +45,15 @@ class CsvFile:
         with self.path.open("a", newline="") as f:
             csv.DictWriter(f, fieldnames=self.fields).writerow(row)
 
-    def _rewrite(self, fields: list[str]) -> None:
+    def _rewrite(self, fields: list[str], keep_until: int | None = None) -> None:
         rows = []
         if self.path.exists():
-            with self.path.open(newline="") as f:
-                rows = list(csv.DictReader(f))
+            text = self.path.read_text()
+            if not text.endswith("\n"):
+                text = text[:text.rfind("\n") + 1]  # drop a line torn by a crash
+            rows = list(csv.DictReader(text.splitlines()))
+        if keep_until is not None:
+            rows = [r for r in rows if _frame(r) is not None and _frame(r) <= keep_until]
         tmp = self.path.with_suffix(".csv.tmp")
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
@@ -54,8 +65,16 @@ class CsvFile:
         self.fields = fields
 
 
+def _frame(row: Mapping[str, str]) -> int | None:
+    try:
+        return int(float(row.get("frame") or ""))
+    except ValueError:
+        return None  # a row torn by a crash
+
+
 class Logger:
-    """Fan-out of namespaced scalar metrics."""
+    """Fan-out of namespaced scalar metrics; ``start_frame`` > 0 means a resumed run (see
+    :class:`CsvFile`)."""
 
     def __init__(
         self,
@@ -70,7 +89,11 @@ class Logger:
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._start_frame = start_frame
         self._csv: dict[str, CsvFile] = {}
+        if start_frame:
+            for path in self.run_dir.glob("*.csv"):
+                self._csv[path.stem] = CsvFile(path, keep_until=start_frame)
         self._tb = None
         self._wandb = None
         if use_tb:

@@ -74,7 +74,10 @@ class Workspace:
 
             self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
         self.goals = self._goal_source()
-        self.evaluator = Evaluator(self, make_env(cfg, cfg.seed + 10_000), self._goal_source())
+        # A resumed run drops the episodes a killed run logged after its snapshot.
+        keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
+        self.evaluator = Evaluator(self, make_env(cfg, cfg.seed + 10_000), self._goal_source(),
+                                   keep_until=keep)
 
         replay_dir = self.run_dir / "buffer"
         self.strings = StringTable(replay_dir / "strings.jsonl")
@@ -106,7 +109,7 @@ class Workspace:
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=redacted(cfg), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
             start_frame=self.frame)
-        self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl")
+        self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl", keep_until=keep)
 
     # ------------------------------------------------------------------ construction
     def _goal_source(self) -> GoalSource:
@@ -191,7 +194,7 @@ class Workspace:
                 self.episode += 1
                 elapsed = time.perf_counter() - episode_start
                 stats = info["episode_stats"]
-                self.train_stats.write(stats)
+                self.train_stats.write({**stats, "frame": self.frame})
                 metrics = {
                     "train/episode_reward": episode_reward,
                     "train/episode_length": episode_frames,

@@ -141,6 +141,16 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     assert meta["frame"] == killed_at + 120
     eval_frames = [int(r["frame"]) for r in rows(out / "eval.csv")]
     assert eval_frames[-1] == killed_at + 120
+    # Rows and episodes the killed run logged after its snapshot are not counted twice.
+    train_frames = [int(r["frame"]) for r in rows(out / "train.csv")]
+    episode_frames = [json.loads(line)["frame"]
+                      for line in (out / "train" / "stats.jsonl").read_text().splitlines()]
+    eval_episode_frames = [json.loads(line)["frame"]
+                           for line in (out / "eval" / "stats.jsonl").read_text().splitlines()]
+    for frames in (eval_frames, train_frames, episode_frames):
+        assert frames == sorted(set(frames)), frames
+    assert eval_episode_frames == sorted(eval_episode_frames)
+    assert len(eval_episode_frames) == len(eval_frames)  # one eval episode per evaluation
 
 
 @pytest.mark.parametrize("override, message", [

@@ -22,11 +22,24 @@ ACHIEVEMENTS: tuple[str, ...] = tuple(crafter.constants.achievements)
 
 
 class StatsWriter:
-    """Appends one episode per line; each line is flushed and fsynced before returning."""
+    """Appends one episode per line; each line is flushed and fsynced before returning.
 
-    def __init__(self, path: str | Path):
+    ``keep_until``: on opening, drop episodes whose ``frame`` key is past this frame (and a
+    line torn by a crash), rewriting the file atomically. A training run resumed from a
+    snapshot passes the snapshot's frame so the episodes it replays are not counted twice.
+    """
+
+    def __init__(self, path: str | Path, keep_until: int | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_until is not None and self.path.exists():
+            kept = [ep for ep in load_stats(self.path) if ep.get("frame", 0) <= keep_until]
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with tmp.open("w", encoding="utf-8") as f:
+                f.writelines(json.dumps(ep) + "\n" for ep in kept)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
 
     def write(self, stats: Mapping[str, float]) -> None:
         line = json.dumps(dict(stats)) + "\n"
