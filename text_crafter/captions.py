@@ -67,8 +67,9 @@ def visible_names(world: Any, center: np.ndarray, grid: tuple[int, int]) -> list
     xb, yb = min(x0 + gw, world.area[0]), min(y0 + gh, world.area[1])
     mats = world._mat_map[xa:xb, ya:yb]
     objs = world._obj_map[xa:xb, ya:yb]
-    names = {material_name(world._mat_names[m]) for m in np.unique(mats[objs == 0]).tolist()}
-    names.update(object_name(world._objects[i]) for i in np.unique(objs[objs > 0]).tolist())
+    free = objs == 0
+    names = {material_name(world._mat_names[m]) for m in set(mats[free].tolist())}
+    names.update(object_name(world._objects[i]) for i in set(objs[~free].tolist()))
     names.discard(None)
     return sorted(names - _HIDDEN_IN_VIEW)
 
