@@ -206,7 +206,7 @@ class Workspace:
                     "train/buffer_size": self.storage.num_transitions,
                     "reward/goal_matches": self.goals.matches,
                     **{f"time/{k}": v / max(elapsed, 1e-9) for k, v in timer.items()},
-                    **{f"lm/{k}": v for k, v in self.goals.suggester.metrics().items()},
+                    **self._lm_metrics(),
                     **{f"train/{k}": float(np.mean(v)) for k, v in update_metrics.items()},
                 }
                 self.logger.log(metrics, self.frame)
@@ -225,13 +225,22 @@ class Workspace:
             if self.frame >= next_eval or self.frame >= cfg.num_train_frames:
                 next_eval += cfg.eval_every_frames
                 last_eval = self.evaluator.run(self.frame)
-                self.logger.log(last_eval, self.frame)
+                self.logger.log({**last_eval, **self._lm_metrics()}, self.frame)
                 bar.write(_summary(last_eval, self.frame))
                 if cfg.save_snapshot:
                     self.save_snapshot()
         bar.close()
         self.logger.close()
         return last_eval
+
+    def _lm_metrics(self) -> dict[str, float]:
+        """LM counters of the training and evaluation suggesters together (the budget entries
+        describe the one process-wide ledger, so they are taken once)."""
+        totals = dict(self.goals.suggester.metrics())
+        for key, value in self.evaluator.goals.suggester.metrics().items():
+            if not key.startswith("budget_"):
+                totals[key] = totals.get(key, 0.0) + value
+        return {f"lm/{k}": v for k, v in totals.items()}
 
     def _text(self, obs: dict[str, Any]) -> str:
         return obs["text_obs"] if self.cfg.use_language_state else ""

@@ -181,3 +181,34 @@ def test_incompatible_checkpoint_names_the_keys(pretrained, tmp_path):
                  "finetune_snapshot=True", "use_goal=False", "exp_name=MISMATCH", *TINY,
                  check=False, timeout=120)
     assert proc.returncode != 0 and "use_goal" in proc.stderr
+
+
+def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
+    """A real `openai` client against a local server that answers, then fails every request."""
+    try:
+        from tests.openai_test_server import OpenAITestServer, Reply
+    except ImportError:
+        from openai_test_server import OpenAITestServer, Reply
+
+    answered = []
+
+    def responder(body):
+        if len(answered) < 5:
+            answered.append(body)
+            return Reply.bullets("chop tree", "attack cow")
+        return Reply.error(500)
+
+    with OpenAITestServer() as server:
+        server.responder = responder
+        train(tmp_path, "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+              "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=test-model",
+              f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.max_retries=1",
+              "env_spec.lm_spec.timeout=2", "+env_spec.lm_spec.backoff=0.0",
+              "exp_name=OUTAGE", *TINY, extra_env={"OPENAI_API_KEY": ""})
+        failed_requests = len(server.requests) - len(answered)
+    out = run_dir(tmp_path, "OUTAGE")
+    lm = rows(out / "lm.csv")
+    assert len(answered) == 5 and failed_requests > 0
+    assert float(lm[-1]["api_errors"]) > 0
+    assert float(lm[-1]["api_calls"]) == len(answered) + failed_requests
+    assert [int(r["frame"]) for r in rows(out / "eval.csv")] == [120, 240]
