@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,30 @@ def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
 
 
 OmegaConf.register_new_resolver("ellm_run_dir", _run_dir, replace=True)
+
+_KEY_OVERRIDES = ("openai_key", "env_spec.lm_spec.openai_key")
+
+
+def take_key_overrides(argv: list[str]) -> list[str]:
+    """Move a legacy ``[env_spec.lm_spec.]openai_key=KEY`` override into the environment.
+
+    The original README passes the API key on the command line; Hydra would print it when it
+    launches a sweep and store it in ``multirun.yaml``. Taken out of ``argv`` here, it reaches
+    the LM client only through :data:`ellm.lm.config.LEGACY_KEY_ENV`.
+    """
+    from ellm.lm.config import LEGACY_KEY_ENV
+
+    kept = []
+    for arg in argv:
+        key, sep, value = arg.lstrip("+~").partition("=")
+        if sep and key in _KEY_OVERRIDES:
+            if value.strip("'\"") not in ("", "null", "None"):
+                os.environ[LEGACY_KEY_ENV] = value.strip("'\"")
+                log.warning("%s on the command line is deprecated: export OPENAI_API_KEY "
+                            "instead", key)
+            continue
+        kept.append(arg)
+    return kept
 
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
@@ -47,4 +72,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = take_key_overrides(sys.argv[1:])
     main()

@@ -212,3 +212,36 @@ def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
     assert float(lm[-1]["api_errors"]) > 0
     assert float(lm[-1]["api_calls"]) == len(answered) + failed_requests
     assert [int(r["frame"]) for r in rows(out / "eval.csv")] == [120, 240]
+
+
+def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
+    """`python train.py -m seed=1,2 ... env_spec.lm_spec.openai_key=KEY` (the original README's
+    form): both jobs run, the LM server receives the key, no file or console line shows it."""
+    try:
+        from tests.openai_test_server import OpenAITestServer, Reply
+    except ImportError:
+        from openai_test_server import OpenAITestServer, Reply
+
+    secret = "sk-test-" + "7f3a9c" * 4
+    with OpenAITestServer() as server:
+        server.default = Reply.bullets("chop tree")
+        proc = train(tmp_path, "-m", "seed=1,2", "env_spec.use_sbert=True", "use_goal=True",
+                     "env_spec.lm_spec.lm_class=GPTLanguageModel",
+                     "env_spec.lm_spec.lm=test-model",
+                     f"env_spec.lm_spec.base_url={server.base_url}",
+                     f"env_spec.lm_spec.openai_key={secret}", "exp_name=SWEEP",
+                     "num_train_frames=80", "num_seed_frames=40", "eval_every_frames=80",
+                     *[a for a in TINY if a.split("=")[0] not in
+                       ("num_train_frames", "num_seed_frames", "eval_every_frames")],
+                     extra_env={"OPENAI_API_KEY": "", "ELLM_LM_API_KEY": ""})
+        auth = {r.authorization for r in server.requests}
+    assert auth == {f"Bearer {secret}"}
+    (sweep,) = tmp_path.glob("exp_local/*/SWEEP_*")
+    jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert jobs == ["0_seed1", "1_seed2"]
+    for job in jobs:
+        assert [int(r["frame"]) for r in rows(sweep / job / "eval.csv")] == [80]
+    assert secret not in proc.stdout + proc.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

@@ -174,15 +174,22 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
     )
 
 
+# train.py moves a legacy ``openai_key=...`` command-line override here before Hydra parses
+# the command line, so the key never reaches Hydra's printed overrides or multirun.yaml.
+LEGACY_KEY_ENV = "ELLM_LEGACY_OPENAI_KEY"
+
+
 def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
     """The API key for the endpoint, or None.
 
     OpenAI's API: ``OPENAI_API_KEY``, else the legacy ``openai_key`` entry. Any other
     ``base_url``: ``ELLM_LM_API_KEY``, else ``openai_key`` (your OpenAI key is never sent to
-    another host).
+    another host). A legacy ``openai_key`` given on the command line arrives through
+    :data:`LEGACY_KEY_ENV`.
     """
     env = "OPENAI_API_KEY" if is_openai_endpoint(base_url) else "ELLM_LM_API_KEY"
-    key = os.environ.get(env) or raw.get("openai_key") or None
+    key = (os.environ.get(env) or raw.get("openai_key")
+           or os.environ.get(LEGACY_KEY_ENV) or None)
     return str(key) if key else None
 
 
