@@ -1,1 +1,9 @@
-"""Intrinsic-motivation baselines (RND, NovelD, APT) on ELLM's agent and training loop."""
+"""Intrinsic-motivation baselines (RND, NovelD, APT) on ELLM's agent and training loop.
+
+- :mod:`baselines.intrinsic`: the reward-module seam, running statistics, n-step helpers.
+- :mod:`baselines.agent`: :class:`~baselines.agent.IntrinsicAgent`, the DQN on intrinsic rewards.
+- :mod:`baselines.rnd`: RND and NovelD; :mod:`baselines.icm_apt`: APT on an ICM representation.
+
+Chosen with ``agent=rnd|noveld|apt`` (``agent/*.yaml``) or the original
+``agent._target_=baselines.rnd.RNDAgent`` spelling; see ``docs/baselines.md``.
+"""

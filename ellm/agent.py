@@ -72,6 +72,10 @@ class _TextInputs(NamedTuple):
     next_goal: torch.Tensor | None
 
 
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _config_error(key: str, value: Any, expected: str) -> ValueError:
     return ValueError(f"agent.{key}={value!r}: expected {expected}")
 
@@ -83,7 +87,9 @@ class DQNAgent:
     replay's id -> string table, needed by ``update`` with text inputs), ``discount`` and ``nstep``
     (informational: the replay folds them into ``batch.discount``), ``hold_epsilon`` (keep epsilon
     at its maximum until ``start_epsilon_decay``; the loop sets it from ``decay_after_reward``),
-    ``seed`` (weights init and action RNG), ``channels_last`` (conv memory format).
+    ``seed`` (weights init and action RNG), ``channels_last`` (conv memory format),
+    ``use_extr_rew`` (the top-level key; informational here: for this agent the loop has already
+    added the game reward to the stored reward, while the baselines add it in ``update``).
     """
 
     def __init__(
@@ -119,6 +125,7 @@ class DQNAgent:
         hold_epsilon: bool = False,
         seed: int | None = None,
         channels_last: bool = True,
+        use_extr_rew: bool = False,
     ):
         obs_shape = tuple(int(x) for x in obs_shape)
         if len(obs_shape) != 3 or min(obs_shape) < 1:
@@ -188,6 +195,7 @@ class DQNAgent:
         self.other_model_prob = float(other_model_prob)
         self.discount = float(discount)
         self.nstep = int(nstep)
+        self.use_extr_rew = bool(use_extr_rew)
 
         self.embedder = embedder
         self.strings = strings
@@ -415,6 +423,7 @@ class DQNAgent:
         The frozen transformer is not included (it comes from the model package)."""
         return {
             "config": self.architecture_config(),
+            "agent_target": _qualified_name(type(self)),
             "finetune_settings": self.finetune_settings,
             "online": self.online.state_dict(),
             "target": self.target.state_dict(),
@@ -431,9 +440,11 @@ class DQNAgent:
             raise ValueError("not a DQNAgent state dict (missing 'config'/'online')")
         saved = dict(state["config"])
         mine = self.architecture_config()
-        if resume:
+        if resume:  # resuming also needs the same method (finetuning may switch, e.g. RND -> DQN)
             saved["agent.finetune_settings"] = state.get("finetune_settings")
             mine["agent.finetune_settings"] = self.finetune_settings
+            saved["agent._target_"] = state.get("agent_target", _qualified_name(DQNAgent))
+            mine["agent._target_"] = _qualified_name(type(self))
         diffs = [f"{k}: checkpoint={saved.get(k)!r}, this agent={mine.get(k)!r}"
                  for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
         if diffs:

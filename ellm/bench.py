@@ -37,6 +37,16 @@ def _workspace(overrides: list[str], run_dir: Path):
     return Workspace(cfg, run_dir)
 
 
+def _train_more(ws, frames: int) -> None:
+    """Continue ``ws`` up to ``frames`` total frames. ``train()`` resets the env, so the episode
+    the previous call left open is dropped by reopening the replay storage."""
+    from ellm.replay import ReplayStorage
+
+    ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)
+    ws.cfg.num_train_frames = frames
+    ws.train()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1500, help="frames per timed phase")
@@ -51,9 +61,8 @@ def main(argv: list[str] | None = None) -> None:
         ws = _workspace(common + [f"num_train_frames={args.frames}",
                                   f"num_seed_frames={args.frames + 1}"], Path(tmp) / "a")
         ws.train()  # warm-up: JIT, SBERT and caption caches
-        ws.cfg.num_train_frames = 2 * args.frames
         start = time.perf_counter()
-        ws.train()
+        _train_more(ws, 2 * args.frames)
         env_cost = (time.perf_counter() - start) / args.frames
         stored = ws.storage.num_transitions
         disk = sum(p.stat().st_size for p in (Path(tmp) / "a" / "buffer").glob("*.npz"))
@@ -69,11 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         # 3. the full loop, updates on
         every = ws.cfg.agent.update_every_steps
         ws.cfg.num_seed_frames = 0
-        ws.cfg.num_train_frames = 3 * args.frames
-        ws.train()  # the first batches pay worker start-up
-        ws.cfg.num_train_frames = 4 * args.frames
+        _train_more(ws, 3 * args.frames)  # the first batches pay worker start-up
         start = time.perf_counter()
-        ws.train()
+        _train_more(ws, 4 * args.frames)
         loop_fps = args.frames / (time.perf_counter() - start)
 
     bound = 1.0 / (env_cost + update_cost / every)

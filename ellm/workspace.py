@@ -129,7 +129,8 @@ class Workspace:
             cfg.agent, obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
             num_actions=self.env.action_space.n, device=str(self.device),
             embedder=self.embedder, strings=self.strings, discount=cfg.discount,
-            nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed)
+            nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
+            use_extr_rew=cfg.use_extr_rew)
 
     def agent_obs(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
         return {
@@ -169,7 +170,7 @@ class Workspace:
             frames = stack.push(to_gray84(obs["image"]))
             last = terminated or truncated
             self.storage.add(frames[-1], action, reward, info["discount"],
-                             self._text(obs), self._goal(goals), last)
+                             self._text(obs), self._goal(goals), last, game_reward=game_reward)
             self.frame += 1
             episode_frames += 1
             episode_reward += reward
@@ -226,7 +227,8 @@ class Workspace:
                 next_eval += cfg.eval_every_frames
                 last_eval = self.evaluator.run(self.frame)
                 self.logger.log({**last_eval, **self._lm_metrics()}, self.frame)
-                bar.write(_summary(last_eval, self.frame))
+                if last_eval:
+                    bar.write(_summary(last_eval, self.frame))
                 if cfg.save_snapshot:
                     self.save_snapshot()
         bar.close()

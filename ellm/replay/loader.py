@@ -30,10 +30,11 @@ from ellm.replay.sampling import Batch, EpisodeShard
 from ellm.replay.storage import list_episode_files, load_episode
 
 PREFETCH = 2  # batches a DataLoader worker may have ready ahead of the consumer
-# Batch fields sent as rows of one float64 array (ids and counts are exact below 2**53).
+# Batch fields sent as rows of one float64 array (ids and counts are exact below 2**53),
+# followed by the nstep + 1 rows of window_text_obs.
 _SCALARS = ("action", "reward", "discount", "text_obs", "next_text_obs", "goal", "next_goal",
-            "n_steps")
-_FLOATS = ("reward", "discount")
+            "n_steps", "game_reward")
+_FLOATS = ("reward", "discount", "game_reward")
 
 
 class ShardSampler:
@@ -103,7 +104,7 @@ class ShardSampler:
 
 class _Slots(NamedTuple):
     """A worker's shared batch slots, sent once: frames [K, stacks, B, S, H, W], scalars
-    [K, len(_SCALARS), B]."""
+    [K, len(_SCALARS) + nstep + 1, B]."""
 
     worker: int
     frames: torch.Tensor
@@ -162,10 +163,11 @@ class ReplayDataset(IterableDataset):
         first = sampler.next_batch(wait=True)  # waits for the shard's first episode
         frames = np.stack([x for x in (first.obs, first.next_obs, first.one_step_next_obs)
                            if x is not None])
+        num_scalars = len(_SCALARS) + first.window_text_obs.shape[1]
         slots = _Slots(
             sampler.shard_id,
             torch.empty((PREFETCH + 1, *frames.shape), dtype=torch.uint8).share_memory_(),
-            torch.empty((PREFETCH + 1, len(_SCALARS), len(first.action)), dtype=torch.float64)
+            torch.empty((PREFETCH + 1, num_scalars, len(first.action)), dtype=torch.float64)
             .share_memory_(),
         )
         frames_np, scalars_np = slots.frames.numpy(), slots.scalars.numpy()
@@ -179,6 +181,7 @@ class ReplayDataset(IterableDataset):
                 frames_np[k] = frames
             for j, name in enumerate(_SCALARS):
                 scalars_np[k, j] = getattr(batch, name)
+            scalars_np[k, len(_SCALARS):] = batch.window_text_obs.T
             batch = None
             yield _Ready(sampler.shard_id, k)
 
@@ -208,7 +211,9 @@ class _SlotIterator:
             for j, name in enumerate(_SCALARS)
         }
         one_step = frames[2] if len(frames) > 2 else None
-        return Batch(obs=frames[0], next_obs=frames[1], one_step_next_obs=one_step, **fields)
+        window_text_obs = scalars[len(_SCALARS):].long().T.contiguous()
+        return Batch(obs=frames[0], next_obs=frames[1], one_step_next_obs=one_step,
+                     window_text_obs=window_text_obs, **fields)
 
 
 def _to_torch(batch: Batch) -> Batch:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 # Columns of an episode's float64 "small" array (exact for int ids below 2**53).
-_ACTION, _REWARD, _DISCOUNT, _TEXT, _GOAL = range(5)
+_ACTION, _REWARD, _DISCOUNT, _TEXT, _GOAL, _GAME = range(6)
 
 
 class Batch(NamedTuple):
@@ -22,7 +22,10 @@ class Batch(NamedTuple):
     before its start), ``action`` a_i, ``reward`` sum_{j<k} gamma^j prod_{l<j} d_{i+l} r_{i+j}
     (r clipped to [-1, 1] if clip_reward), ``discount`` gamma^k prod_{l<k} d_{i+l} (0 once the
     window holds a termination; gamma^k after a truncation), ``next_obs`` the stack ending at
-    i-1+k. Text and goal are StringTable ids at i-1 and i-1+k.
+    i-1+k. Text and goal are StringTable ids at i-1 and i-1+k. ``game_reward`` is the n-step
+    sum of the stored game rewards, exactly like ``reward``. ``window_text_obs`` holds the text
+    ids at every step of the window, i-1 .. i-1+nstep, the steps past i-1+k repeating the id at
+    i-1+k (so column 0 is ``text_obs`` and column k ``next_text_obs``).
     """
 
     obs: np.ndarray  # uint8 [B, S, H, W]
@@ -38,6 +41,8 @@ class Batch(NamedTuple):
     # uint8 [B, S, H, W], the stack ending at i: obs's one-step successor, for models such as
     # ICM's forward/inverse dynamics. None unless make_replay_loader(one_step_next_obs=True).
     one_step_next_obs: np.ndarray | None = None
+    game_reward: np.ndarray | None = None  # float32 [B]; always set by the samplers
+    window_text_obs: np.ndarray | None = None  # int64 [B, nstep + 1]; always set by the samplers
 
 
 def nstep_targets(
@@ -63,7 +68,8 @@ class _Episode:
         self.frame = episode["frame"]
         reward = episode["reward"].astype(np.float64)
         # padded with nstep zero rows so every window [i-1, i+nstep) is a plain slice
-        small = np.zeros((self.length + 1 + nstep, 5), np.float64)
+        game = episode["game_reward"].astype(np.float64)
+        small = np.zeros((self.length + 1 + nstep, 6), np.float64)
         small[: self.length + 1] = np.stack(
             [
                 episode["action"],
@@ -71,6 +77,7 @@ class _Episode:
                 episode["discount"],
                 episode["text_obs"],
                 episode["goal"],
+                np.clip(game, -1.0, 1.0) if clip else game,
             ],
             axis=1,
         )
@@ -148,7 +155,7 @@ class EpisodeShard:
             h, w = self._episodes[0].frame.shape[1:]
             frames_out = np.empty((len(ends), batch_size, frame_stack, h, w), np.uint8)
         frames = list(frames_out)
-        win = np.empty((batch_size, self.nstep + 1, 5), np.float64)  # rows i-1 .. i-1+nstep
+        win = np.empty((batch_size, self.nstep + 1, 6), np.float64)  # rows i-1 .. i-1+nstep
         lists = [t.tolist() for t in ends]
         for b, (eb, ib) in enumerate(zip(e.tolist(), i.tolist())):
             ep = self._episodes[eb]
@@ -156,8 +163,10 @@ class EpisodeShard:
                 _stack_into(out[b], ep.frame, t[b])
             win[b] = ep.small[ib - 1 : ib + self.nstep]
         reward, discount = nstep_targets(win[:, 1:, _REWARD], win[:, 1:, _DISCOUNT], k, gamma)
+        game_reward, _ = nstep_targets(win[:, 1:, _GAME], win[:, 1:, _DISCOUNT], k, gamma)
         rows = np.arange(batch_size)
         ids = win.astype(np.int64)
+        window = np.minimum(np.arange(self.nstep + 1), k[:, None])  # offsets clamped to k
         return Batch(
             obs=frames[0],
             action=ids[:, 1, _ACTION],
@@ -170,4 +179,6 @@ class EpisodeShard:
             next_goal=ids[rows, k, _GOAL],
             n_steps=k.astype(np.int64),
             one_step_next_obs=frames[2] if one_step_next_obs else None,
+            game_reward=game_reward,
+            window_text_obs=ids[rows[:, None], window, _TEXT],
         )

@@ -4,8 +4,10 @@ An episode of T steps is one compressed ``{index:06d}_{T}.npz`` file holding T +
 entry 0 is the reset observation (action 0, reward 0, discount 1), entry t in 1..T holds obs_t,
 the action a_t taken in obs_{t-1}, reward r_t and discount d_t (0 iff the episode terminated at
 step t). Arrays: ``frame`` uint8 [T+1, H, W] (one grayscale frame per step, not stacked),
-``action`` int32, ``reward`` float32, ``discount`` float32, ``text_obs`` and ``goal`` int32
-ids into a :class:`~ellm.replay.strings.StringTable`.
+``action`` int32, ``reward`` float32 (what the run trains on: the LM reward, or the game reward
+for ``CrafterReward-v1``), ``discount`` float32, ``text_obs`` and ``goal`` int32 ids into a
+:class:`~ellm.replay.strings.StringTable`, ``game_reward`` float32 (the environment's own reward,
+kept beside ``reward`` so that baselines can add it to their intrinsic reward).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ EPISODE_DTYPES: dict[str, type] = {
     "discount": np.float32,
     "text_obs": np.int32,
     "goal": np.int32,
+    "game_reward": np.float32,
 }
 _EPISODE_NAME = re.compile(r"^(\d+)_(\d+)\.npz$")
 _TMP_SUFFIX = ".tmp"  # temp files are ".{final name}.tmp": they never match _EPISODE_NAME
@@ -74,6 +77,9 @@ def load_episode(path: Path) -> dict[str, np.ndarray]:
     """Read and check one episode file; raises ``ValueError`` naming the file if it is bad."""
     try:
         with np.load(path, allow_pickle=False) as data:
+            missing = [key for key in EPISODE_DTYPES if key not in data.files]
+            if missing:
+                raise ValueError(f"no {missing} arrays (written by an older ellm version?)")
             episode = {key: data[key] for key in EPISODE_DTYPES}
     except (OSError, KeyError, ValueError, EOFError) as e:
         raise ValueError(f"cannot read replay episode file {path}: {e}") from e
@@ -126,6 +132,7 @@ class ReplayStorage:
             "discount": [1.0],
             "text_obs": [self.strings.id(text_obs)],
             "goal": [self.strings.id(goal)],
+            "game_reward": [0.0],
         }
 
     def add(
@@ -137,9 +144,12 @@ class ReplayStorage:
         text_obs: str,
         goal: str,
         last: bool,
+        game_reward: float | None = None,
     ) -> None:
         """Append one step. ``discount`` is 0.0 iff the episode terminated at this step;
-        ``last`` ends the episode (termination or truncation) and writes its file."""
+        ``last`` ends the episode (termination or truncation) and writes its file;
+        ``game_reward`` is the environment's reward when ``reward`` is another one (None: the
+        same as ``reward``)."""
         ep = self._current
         if ep is None:
             raise RuntimeError("add before add_first")
@@ -151,6 +161,7 @@ class ReplayStorage:
         ep["discount"].append(float(discount))
         ep["text_obs"].append(self.strings.id(text_obs))
         ep["goal"].append(self.strings.id(goal))
+        ep["game_reward"].append(float(reward if game_reward is None else game_reward))
         if last:
             self._current = None
             self._write(ep)

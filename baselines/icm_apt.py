@@ -1,0 +1,142 @@
+"""APT on an ICM representation (ELLM.md section 6): ``agent=apt``, or the original
+``agent._target_=baselines.icm_apt.ICMAPTAgent [+agent.use_language=True]``.
+
+Representation (ICM): an encoder phi, a forward model f(phi(s), onehot(a)) -> phi(s') and an
+inverse model g(phi(s), phi(s')) -> logits over the discrete actions, trained on one-step
+transitions with
+
+    forward_loss = mean over samples and features of (f(sg phi(s), onehot(a)) - sg phi(s'))^2
+    inverse_loss = cross-entropy of g(phi(s), phi(s')) against the action taken
+
+(sg = stop-gradient: the encoder learns from the inverse model only, so it keeps what the agent's
+actions change and cannot collapse to make the forward loss vanish).
+
+Reward (APT, particle-based entropy) of a transition s -> s': d = the mean Euclidean distance
+from phi(s') to its k nearest other particles (``knn_k``, 12) among the batch's states at the
+same window position, raw = d, reward = log(1 + d / running mean of d).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from baselines.agent import IntrinsicAgent, check_option
+from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder, mlp
+
+
+def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Mean Euclidean distance [N] from each row of ``x`` [N, D] to its ``k`` nearest other rows
+    (k is capped at N - 1; a lone row gets 0)."""
+    n = x.shape[0]
+    k = min(k, n - 1)
+    if k < 1:
+        return x.new_zeros(n)
+    distances = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+    distances.fill_diagonal_(float("inf"))
+    return distances.topk(k, dim=1, largest=False).values.mean(dim=1)
+
+
+class ICMLosses(NamedTuple):
+    forward: torch.Tensor
+    inverse: torch.Tensor
+    inverse_accuracy: torch.Tensor
+
+
+class ICM(nn.Module):
+    """Encoder, forward model and inverse model (see module docstring)."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
+                 rep_dim: int):
+        super().__init__()
+        self.num_actions = num_actions
+        self.encoder = input_encoder(input_shape, rep_dim)
+        self.forward_model = mlp(rep_dim + num_actions, hidden_dim, rep_dim)
+        self.inverse_model = mlp(2 * rep_dim, hidden_dim, num_actions)
+
+    def losses(self, batch: Transitions) -> ICMLosses:
+        phi, phi_next = self.encoder(batch.obs), self.encoder(batch.next_obs)
+        action = batch.action.long()
+        onehot = F.one_hot(action, self.num_actions).to(phi.dtype)
+        predicted = self.forward_model(torch.cat([phi.detach(), onehot], dim=1))
+        forward = F.mse_loss(predicted, phi_next.detach())
+        logits = self.inverse_model(torch.cat([phi, phi_next], dim=1))
+        inverse = F.cross_entropy(logits, action)
+        accuracy = (logits.argmax(dim=1) == action).float().mean()
+        return ICMLosses(forward, inverse, accuracy)
+
+
+class APT:
+    """Particle-based entropy reward on an ICM representation; ICM trained with Adam at ``lr``."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
+                 rep_dim: int, lr: float, knn_k: int = 12, device: str | torch.device = "cpu"):
+        self.icm = ICM(input_shape, num_actions, hidden_dim, rep_dim).to(device)
+        self.optimizer = torch.optim.Adam(self.icm.parameters(), lr=lr)
+        self.knn_k = knn_k
+        self.stats = RunningMeanStd()
+
+    @torch.no_grad()
+    def raw_reward(self, batch: Transitions) -> torch.Tensor:
+        """Mean distance to the k nearest particles of the same group, [N]."""
+        rep = self.icm.encoder(batch.next_obs)
+        if batch.group is None:
+            return knn_mean_distance(rep, self.knn_k)
+        raw = rep.new_empty(rep.shape[0])
+        for g in batch.group.unique():
+            members = batch.group == g
+            raw[members] = knn_mean_distance(rep[members], self.knn_k)
+        return raw
+
+    def compute(self, batch: Transitions) -> RewardOutput:
+        raw = self.raw_reward(batch)
+        self.stats.update(raw)
+        return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)))
+
+    def update(self, batch: Transitions) -> dict[str, float]:
+        losses = self.icm.losses(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        (losses.forward + losses.inverse).backward()
+        self.optimizer.step()
+        return {"forward_loss": losses.forward.item(), "inverse_loss": losses.inverse.item(),
+                "inverse_accuracy": losses.inverse_accuracy.item()}
+
+    def statistics(self) -> dict[str, float]:
+        return {"raw_mean": self.stats.mean}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"icm": self.icm.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "stats": self.stats.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.icm.load_state_dict(state["icm"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.stats.load_state_dict(state["stats"])
+
+
+class ICMAPTAgent(IntrinsicAgent):
+    """ELLM's DQN trained on the APT reward; see :class:`IntrinsicAgent` for the shared options.
+    Extra: ``knn_k`` (12; the batch size must exceed it)."""
+
+    method = "apt"
+
+    def __init__(self, *args: Any, knn_k: int = 12, **kwargs: Any):
+        check_option("knn_k", knn_k, isinstance(knn_k, int) and not isinstance(knn_k, bool)
+                     and knn_k >= 1, "a positive integer")
+        self.knn_k = knn_k
+        super().__init__(*args, **kwargs)
+
+    def make_module(self, input_shape: tuple[int, ...]) -> APT:
+        return APT(input_shape, self.num_actions, self.hidden_dim, self.rep_dim,
+                   self.intrinsic_lr, self.knn_k, self.device)
+
+    def update(self, batch: Any, step: int) -> dict[str, float]:
+        if len(batch.action) <= self.knn_k:
+            raise ValueError(f"agent.knn_k={self.knn_k} needs batch_size > {self.knn_k}, got "
+                             f"batch_size={len(batch.action)}: lower agent.knn_k or raise "
+                             "batch_size")
+        return super().update(batch, step)

@@ -1,0 +1,525 @@
+"""Baselines (RND, NovelD, APT/ICM, Novelty, extrinsic-only): exact maths on hand-made tensors,
+the n-step combination on real replay batches, checkpoints, config spellings, and end-to-end
+runs of ``python train.py`` with tiny budgets that checkpoint and resume."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from baselines.agent import IntrinsicAgent
+from baselines.icm_apt import APT, ICM, ICMAPTAgent, knn_mean_distance
+from baselines.intrinsic import (
+    RewardOutput,
+    RunningMeanStd,
+    Transitions,
+    nstep_intrinsic_return,
+    window_stacks,
+)
+from baselines.rnd import RND, RNDAgent
+from ellm.agent import DQNAgent
+from ellm.replay import ReplayStorage, StringTable, make_replay_loader, nstep_targets
+
+GAMMA = 0.99
+OBS_SHAPE = (4, 84, 84)
+NUM_ACTIONS = 6
+SMALL = {"hidden_dim": 32, "rep_dim": 16, "seed": 0}
+
+
+# ---------------------------------------------------------------------------- helpers
+def frame(ep: int, t: int) -> np.ndarray:
+    """A frame whose pixels say which (episode, step) it is."""
+    f = np.full((84, 84), (ep * 31 + t * 7) % 256, np.uint8)
+    f[0, 0], f[0, 1] = ep, t
+    return f
+
+
+def game_reward_of(ep: int, t: int) -> float:
+    return float((ep + 2 * t) % 3) - 0.5  # -0.5, 0.5, 1.5: clipping matters
+
+
+def write_episodes(replay_dir: Path, lengths: list[int]) -> StringTable:
+    """Episodes whose frames, texts and game rewards encode (episode, step); LM reward 0.25."""
+    strings = StringTable(replay_dir / "strings.jsonl")
+    storage = ReplayStorage(replay_dir, strings)
+    for ep, length in enumerate(lengths):
+        storage.add_first(frame(ep, 0), f"text {ep} 0", "")
+        for t in range(1, length + 1):
+            last = t == length
+            storage.add(frame(ep, t), t % NUM_ACTIONS, 0.25, 0.0 if last and ep % 2 else 1.0,
+                        f"text {ep} {t}", "", last, game_reward=game_reward_of(ep, t))
+    return strings
+
+
+def sample(replay_dir: Path, batch_size: int = 64, num_workers: int = 0, **kw):
+    return next(make_replay_loader(
+        replay_dir, capacity=10**6, batch_size=batch_size, num_workers=num_workers, nstep=3,
+        discount=GAMMA, frame_stack=4, clip_reward=True, save_buffer=True, seed=0, **kw))
+
+
+def where(batch, n: int) -> tuple[int, int]:
+    """(episode, i) of sample n: its first reward step i = (last frame of obs) + 1."""
+    return int(batch.obs[n, -1, 0, 0]), int(batch.obs[n, -1, 0, 1]) + 1
+
+
+def roundtrip(state: dict) -> dict:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory) -> tuple[Path, StringTable]:
+    replay_dir = tmp_path_factory.mktemp("replay")
+    return replay_dir, write_episodes(replay_dir, [7, 2, 5, 1])
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from ellm.embed import SentenceEmbedder
+
+    return SentenceEmbedder()
+
+
+# ---------------------------------------------------------------------------- running stats
+def test_running_mean_std_equals_the_statistic_of_all_values():
+    stats = RunningMeanStd()
+    chunks = [[1.0, 9.0], [0.0], [4.0, 4.0, -2.5, 7.0]]
+    for chunk in chunks:
+        stats.update(torch.tensor(chunk))
+    every = np.concatenate(chunks)
+    assert stats.count == 7
+    assert stats.mean == pytest.approx(every.mean(), abs=1e-12)
+    assert stats.var == pytest.approx(every.var(), abs=1e-12)
+    again = RunningMeanStd()
+    again.load_state_dict(roundtrip(stats.state_dict()))
+    assert (again.count, again.mean, again.m2) == (stats.count, stats.mean, stats.m2)
+
+
+# ---------------------------------------------------------------------------- RND, NovelD
+def linear(weight: list[list[float]]) -> nn.Linear:
+    w = torch.tensor(weight)
+    layer = nn.Linear(w.shape[1], w.shape[0], bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(w)
+    return layer
+
+
+def hand_rnd(noveld: bool = False) -> RND:
+    """err(x) = (x_1 - x_0)^2: target reads x_0, predictor x_1."""
+    rnd = RND((2,), hidden_dim=4, rep_dim=1, lr=0.1, noveld=noveld, alpha=0.5)
+    rnd.target, rnd.predictor = linear([[1.0, 0.0]]), linear([[0.0, 1.0]])
+    return rnd
+
+
+def pairs(obs: list[list[float]], next_obs: list[list[float]]) -> Transitions:
+    return Transitions(torch.tensor(obs), torch.zeros(len(obs), dtype=torch.long),
+                       torch.tensor(next_obs))
+
+
+def test_rnd_reward_is_the_prediction_error_over_its_running_std():
+    rnd = hand_rnd()
+    out = rnd.compute(pairs([[5.0, 5.0]] * 2, [[0.0, 1.0], [0.0, 3.0]]))  # errors 1, 9: std 4
+    torch.testing.assert_close(out.raw, torch.tensor([1.0, 9.0]))
+    torch.testing.assert_close(out.reward, torch.tensor([0.25, 2.25]))
+    out = rnd.compute(pairs([[5.0, 5.0]] * 2, [[1.0, 1.0], [2.0, 0.0]]))  # errors 0, 4
+    # std of {1, 9, 0, 4}: mean 3.5, variance (6.25 + 30.25 + 12.25 + 0.25) / 4 = 12.25
+    torch.testing.assert_close(out.reward, torch.tensor([0.0, 4.0 / 3.5]))
+    assert rnd.statistics() == {"raw_std": pytest.approx(3.5)}
+
+
+def test_noveld_reward_is_relu_of_novelty_difference_in_one_feature_space():
+    rnd = hand_rnd(noveld=True)
+    # err(s) = 4, err(s') = 1: relu(1 - 2) = 0;  err(s) = 1, err(s') = 9: 9 - 0.5 = 8.5
+    out = rnd.compute(pairs([[0.0, 2.0], [0.0, 1.0]], [[0.0, 1.0], [0.0, 3.0]]))
+    torch.testing.assert_close(out.raw, torch.tensor([0.0, 8.5]))
+    torch.testing.assert_close(out.reward, torch.tensor([0.0, 2.0]))  # std of {0, 8.5} = 4.25
+
+
+def test_rnd_update_trains_the_predictor_only():
+    torch.manual_seed(0)
+    rnd = RND((3,), hidden_dim=16, rep_dim=8, lr=1e-2)
+    target = [p.clone() for p in rnd.target.parameters()]
+    predictor = [p.clone() for p in rnd.predictor.parameters()]
+    batch = Transitions(torch.randn(32, 3), torch.zeros(32, dtype=torch.long), torch.randn(32, 3))
+    losses = [rnd.update(batch)["loss"] for _ in range(50)]
+    assert losses[-1] < 0.2 * losses[0]
+    assert all(torch.equal(p, q) for p, q in zip(rnd.target.parameters(), target))
+    assert not any(torch.equal(p, q) for p, q in zip(rnd.predictor.parameters(), predictor))
+
+
+# ---------------------------------------------------------------------------- APT, ICM
+def brute_force_knn(x: np.ndarray, k: int) -> np.ndarray:
+    out = []
+    for a in range(len(x)):
+        d = sorted(math.dist(x[a], x[b]) for b in range(len(x)) if b != a)
+        out.append(sum(d[:k]) / len(d[:k]) if d else 0.0)
+    return np.array(out)
+
+
+def test_knn_mean_distance_on_a_line():
+    x = torch.tensor([[0.0], [1.0], [3.0], [7.0]])
+    torch.testing.assert_close(knn_mean_distance(x, 2), torch.tensor([2.0, 1.5, 2.5, 5.0]))
+    torch.testing.assert_close(knn_mean_distance(x[:1], 12), torch.tensor([0.0]))
+
+
+@pytest.mark.parametrize("k", [1, 3, 12, 19, 40])
+def test_knn_mean_distance_matches_brute_force(k):
+    x = torch.randn(20, 5, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
+    expected = brute_force_knn(x.numpy(), k)
+    np.testing.assert_allclose(knn_mean_distance(x, k).numpy(), expected, rtol=1e-12)
+
+
+def test_apt_reward_compares_particles_within_their_group_and_is_log_normalised():
+    apt = APT((1,), NUM_ACTIONS, hidden_dim=4, rep_dim=1, lr=1e-3, knn_k=1)
+    apt.icm.encoder = nn.Identity()
+    values = [0.0, 1.0, 3.0, 10.0, 14.0]
+    group = torch.tensor([0, 0, 0, 1, 1])
+    batch = Transitions(torch.zeros(5, 1), torch.full((5,), -1), torch.tensor([values]).T, group)
+    out = apt.compute(batch)
+    raw = np.array([1.0, 1.0, 2.0, 4.0, 4.0])  # nearest other particle of the same group
+    np.testing.assert_allclose(out.raw.numpy(), raw)
+    np.testing.assert_allclose(out.reward.numpy(), np.log1p(raw / raw.mean()), rtol=1e-6)
+    out = apt.compute(Transitions(torch.zeros(2, 1), torch.full((2,), -1),
+                                  torch.tensor([[0.0], [6.0]])))  # no groups: one set
+    running_mean = (raw.sum() + 12.0) / 7
+    np.testing.assert_allclose(out.reward.numpy(), np.log1p(6.0 / running_mean), rtol=1e-6)
+
+
+def hand_icm() -> ICM:
+    """phi = identity on 2-d inputs; linear forward and inverse models with fixed weights."""
+    icm = ICM((2,), num_actions=3, hidden_dim=4, rep_dim=2)
+    icm.encoder = linear([[1.0, 0.0], [0.0, 1.0]])
+    icm.forward_model = linear([[1.0, 0.0, 0.5, 0.0, -0.5], [0.0, 1.0, 0.0, 1.0, 0.0]])
+    icm.inverse_model = linear([[1.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, -1.0],
+                                [-1.0, -1.0, 1.0, 1.0]])
+    return icm
+
+
+def test_icm_losses_exact_with_an_inverse_classifier_over_discrete_actions():
+    icm = hand_icm()
+    obs = torch.tensor([[1.0, 2.0], [0.0, -1.0]])
+    next_obs = torch.tensor([[1.5, 2.0], [0.0, 0.0]])
+    action = torch.tensor([0, 1])
+    losses = icm.losses(Transitions(obs, action, next_obs))
+    # forward: [phi, onehot(a)] -> (x0 + 0.5 a0 - 0.5 a2, x1 + a1)
+    predicted = np.array([[1.5, 2.0], [0.0, 0.0]])
+    assert losses.forward.item() == pytest.approx(
+        np.mean((predicted - next_obs.numpy()) ** 2), abs=1e-7)
+    # inverse logits: (x0 - x0', x1 - x1', x0' + x1' - x0 - x1)
+    logits = np.array([[-0.5, 0.0, 0.5], [0.0, -1.0, 1.0]])
+    log_softmax = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    expected = -np.mean(log_softmax[[0, 1], [0, 1]])
+    assert losses.inverse.item() == pytest.approx(expected, abs=1e-6)
+    assert losses.inverse_accuracy.item() == 0.0  # argmax is action 2 for both
+    # The encoder learns from the inverse loss only.
+    losses.forward.backward()
+    assert icm.encoder.weight.grad is None and icm.forward_model.weight.grad is not None
+    icm.losses(Transitions(obs, action, next_obs)).inverse.backward()
+    assert icm.encoder.weight.grad is not None and icm.encoder.weight.grad.abs().sum() > 0
+
+
+def test_icm_inverse_model_learns_which_action_was_taken():
+    torch.manual_seed(0)
+    apt = APT((4,), num_actions=4, hidden_dim=32, rep_dim=8, lr=1e-2)
+    obs = torch.randn(256, 4)
+    action = torch.randint(0, 4, (256,))
+    next_obs = obs + 2.0 * nn.functional.one_hot(action, 4)  # each action moves one coordinate
+    for _ in range(150):
+        metrics = apt.update(Transitions(obs, action, next_obs))
+    assert metrics["inverse_accuracy"] > 0.95 and metrics["inverse_loss"] < 0.2
+
+
+# ---------------------------------------------------------------------------- replay window
+def test_replay_batches_carry_the_game_reward_and_every_text_of_the_window(replay):
+    replay_dir, strings = replay
+    for batch in (sample(replay_dir), sample(replay_dir, num_workers=2)):
+        lengths = {0: 7, 1: 2, 2: 5, 3: 1}
+        for n in range(len(batch.action)):
+            ep, i = where(batch, n)
+            k = min(3, lengths[ep] - i + 1)
+            assert batch.n_steps[n] == k
+            clipped = [min(max(game_reward_of(ep, i + j), -1.0), 1.0) for j in range(k)]
+            assert batch.game_reward[n] == pytest.approx(
+                sum(GAMMA**j * r for j, r in enumerate(clipped)), abs=1e-6)
+            assert batch.reward[n] == pytest.approx(0.25 * sum(GAMMA**j for j in range(k)),
+                                                    abs=1e-6)
+            texts = [strings[int(x)] for x in batch.window_text_obs[n]]
+            assert texts == [f"text {ep} {i - 1 + min(j, k)}" for j in range(4)]
+
+
+def test_window_stacks_rebuild_every_state_of_the_window(replay):
+    batch = sample(replay[0], one_step_next_obs=True)
+    stacks = window_stacks(batch.obs, batch.next_obs, batch.n_steps, nstep=3)
+    assert stacks.shape == (64, 4, *OBS_SHAPE)
+    assert torch.equal(stacks[:, 0], batch.obs)
+    assert torch.equal(stacks[:, 1], batch.one_step_next_obs)
+    assert torch.equal(stacks[torch.arange(64), batch.n_steps], batch.next_obs)
+    for n in range(64):
+        ep, i = where(batch, n)
+        k = int(batch.n_steps[n])
+        for j in range(4):
+            end = i - 1 + min(j, k)
+            expected = [frame(ep, max(end - back, 0)) for back in (3, 2, 1, 0)]
+            assert np.array_equal(stacks[n, j].numpy(), np.stack(expected)), (n, j)
+
+
+def test_window_longer_than_the_frame_stack_is_refused():
+    obs = torch.zeros(2, 2, 84, 84, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="frame stack"):
+        window_stacks(obs, obs, torch.tensor([3, 1]), nstep=3)
+
+
+# ---------------------------------------------------------------------------- n-step combination
+def test_nstep_intrinsic_return_exact():
+    rewards = torch.tensor([[1.0, 2.0, 4.0], [1.0, 2.0, 4.0], [0.5, 9.0, 9.0]])
+    k = torch.tensor([3, 2, 1])
+    expected = [1.0 + 2.0 * GAMMA + 4.0 * GAMMA**2, 1.0 + 2.0 * GAMMA, 0.5]
+    torch.testing.assert_close(nstep_intrinsic_return(rewards, k, GAMMA), torch.tensor(expected))
+    # = the replay's n-step sum with no termination inside the window
+    reference, _ = nstep_targets(rewards.numpy(), np.ones((3, 3)), k.numpy(), GAMMA)
+    np.testing.assert_allclose(nstep_intrinsic_return(rewards, k, GAMMA).numpy(), reference,
+                               rtol=1e-6)
+
+
+class StepIndexReward:
+    """A fake module: reward of s -> s' = the step index t of s' (read off its last frame)."""
+
+    def __init__(self):
+        self.seen: list[Transitions] = []
+
+    def compute(self, batch: Transitions) -> RewardOutput:
+        self.seen.append(batch)
+        t = batch.next_obs[:, -1, 0, 1].float()
+        return RewardOutput(t, t)
+
+    def update(self, batch: Transitions) -> dict[str, float]:
+        self.seen.append(batch)
+        return {"loss": 0.0}
+
+    def statistics(self) -> dict[str, float]:
+        return {}
+
+
+@pytest.mark.parametrize("use_extr_rew", [False, True])
+def test_update_trains_on_the_nstep_intrinsic_return_plus_weighted_game_reward(
+        replay, monkeypatch, use_extr_rew):
+    batch = sample(replay[0])
+    agent = RNDAgent(OBS_SHAPE, NUM_ACTIONS, use_extr_rew=use_extr_rew, extr_rew_weight=0.5,
+                     **SMALL)
+    fake = agent.intrinsic["pixel"] = StepIndexReward()
+    trained_on = {}
+
+    def dqn_update(self, b, step):
+        trained_on["batch"] = b
+        return {"loss": 0.0}
+
+    monkeypatch.setattr(DQNAgent, "update", dqn_update)
+    metrics = agent.update(batch, step=4)
+    intrinsic, game = [], []
+    for n in range(64):
+        ep, i = where(batch, n)
+        k = int(batch.n_steps[n])
+        intrinsic.append(sum(GAMMA**j * (i + j) for j in range(k)))  # r_int at step i+j: i+j
+        clipped = [min(max(game_reward_of(ep, i + j), -1.0), 1.0) for j in range(k)]
+        game.append(sum(GAMMA**j * r for j, r in enumerate(clipped)))
+    expected = np.array(intrinsic) + (0.5 * np.array(game) if use_extr_rew else 0.0)
+    np.testing.assert_allclose(trained_on["batch"].reward.numpy(), expected, rtol=1e-6)
+    assert metrics["intrinsic_return"] == pytest.approx(np.mean(intrinsic), rel=1e-6)
+    assert metrics["game_return"] == pytest.approx(np.mean(game), rel=1e-6)
+    assert torch.equal(trained_on["batch"].discount, batch.discount)  # gamma^k, bootstrap as is
+    # Scored: each valid window step once, grouped by window position; trained: first steps.
+    scored, trained = fake.seen
+    assert len(scored.group) == int(batch.n_steps.sum())
+    assert torch.equal(scored.next_obs[:, -1, 0, 1], scored.obs[:, -1, 0, 1] + 1)
+    first = scored.group == 0
+    assert torch.equal(scored.action[first], batch.action)
+    assert (scored.action[~first] == -1).all()
+    assert torch.equal(trained.obs, batch.obs) and torch.equal(trained.action, batch.action)
+    assert {"rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_loss", "intrinsic_reward",
+            "game_return"} <= set(metrics)
+
+
+def test_language_module_reads_the_window_texts(replay, embedder):
+    replay_dir, strings = replay
+    batch = sample(replay_dir, batch_size=16)
+    agent = RNDAgent(OBS_SHAPE, NUM_ACTIONS, use_language=True, use_language_state="sbert",
+                     embedder=embedder, strings=strings, **SMALL)
+    inputs = agent.window_inputs(batch)
+    assert set(inputs) == {"pixel", "language"}
+    texts = [strings[int(x)] for x in batch.window_text_obs.reshape(-1)]
+    expected = torch.from_numpy(embedder.embed(texts)).reshape(16, 4, -1)
+    torch.testing.assert_close(inputs["language"], expected)
+    metrics = agent.update(batch, step=4)
+    assert {"rnd_language_raw", "rnd_language_reward", "rnd_language_loss"} <= set(metrics)
+    assert all(math.isfinite(v) for v in metrics.values())
+
+
+# ---------------------------------------------------------------------------- agents
+@pytest.mark.parametrize("cls, kwargs", [
+    (RNDAgent, {}), (RNDAgent, {"noveld": True}), (ICMAPTAgent, {"knn_k": 4}),
+])
+def test_pixel_only_agents_train_and_resume_exactly(replay, cls, kwargs):
+    batch = sample(replay[0], batch_size=16)
+    agent = cls(OBS_SHAPE, NUM_ACTIONS, use_extr_rew=True, **SMALL, **kwargs)  # no text at all
+    assert agent.embedder is None and set(agent.intrinsic) == {"pixel"}
+    for step in (4, 8):
+        metrics = agent.update(batch, step)
+    assert all(math.isfinite(v) for v in metrics.values())
+    state = roundtrip(agent.state_dict())
+    again = cls(OBS_SHAPE, NUM_ACTIONS, use_extr_rew=True, **{**SMALL, "seed": 7}, **kwargs)
+    again.load_state_dict(state)
+    assert again.update(batch, 12) == agent.update(batch, 12)
+
+
+def test_checkpoints_name_a_method_or_option_mismatch(replay):
+    rnd = RNDAgent(OBS_SHAPE, NUM_ACTIONS, **SMALL)
+    state = roundtrip(rnd.state_dict())
+    with pytest.raises(ValueError, match="agent._target_"):
+        DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=32).load_state_dict(state)
+    with pytest.raises(ValueError, match="agent.noveld"):
+        RNDAgent(OBS_SHAPE, NUM_ACTIONS, noveld=True, **SMALL).load_state_dict(state)
+    dqn_state = roundtrip(DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=32).state_dict())
+    with pytest.raises(ValueError, match="agent._target_"):
+        RNDAgent(OBS_SHAPE, NUM_ACTIONS, **SMALL).load_state_dict(dqn_state)
+    # Finetuning may change the method: an RND-pretrained Q-network into a DQN, and back.
+    dqn = DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=32)
+    dqn.load_weights(state)
+    assert all(torch.equal(p, q) for p, q in zip(dqn.online.parameters(), rnd.online.parameters()))
+    RNDAgent(OBS_SHAPE, NUM_ACTIONS, **SMALL).load_weights(dqn_state)
+
+
+@pytest.mark.parametrize("cls, kwargs, key", [
+    (RNDAgent, {"noveld": "yes"}, "agent.noveld"),
+    (RNDAgent, {"noveld_alpha": -1.0}, "agent.noveld_alpha"),
+    (RNDAgent, {"use_language": True}, "agent.use_language"),
+    (RNDAgent, {"language_weight": -0.5}, "agent.language_weight"),
+    (RNDAgent, {"rep_dim": 0}, "agent.rep_dim"),
+    (RNDAgent, {"intrinsic_lr": 0}, "agent.intrinsic_lr"),
+    (RNDAgent, {"extr_rew_weight": "one"}, "agent.extr_rew_weight"),
+    (RNDAgent, {"nstep": 5}, "nstep"),
+    (ICMAPTAgent, {"knn_k": 0}, "agent.knn_k"),
+])
+def test_bad_options_name_the_key(cls, kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        cls(OBS_SHAPE, NUM_ACTIONS, **{**SMALL, **kwargs})
+
+
+def test_apt_needs_a_batch_larger_than_k(replay):
+    agent = ICMAPTAgent(OBS_SHAPE, NUM_ACTIONS, **SMALL)  # knn_k = 12
+    with pytest.raises(ValueError, match="agent.knn_k=12 needs batch_size > 12"):
+        agent.update(sample(replay[0], batch_size=8), step=4)
+
+
+OPTIONS = ("noveld", "noveld_alpha", "knn_k", "use_language", "language_weight",
+           "extr_rew_weight", "rep_dim", "intrinsic_lr")
+
+
+@pytest.mark.parametrize("short, original", [
+    (["agent=rnd"], ["agent._target_=baselines.rnd.RNDAgent"]),
+    (["agent=noveld"], ["agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True"]),
+    (["agent=rnd", "agent.use_language=True"],
+     ["agent._target_=baselines.rnd.RNDAgent", "+agent.use_language=True"]),
+    (["agent=apt"], ["agent._target_=baselines.icm_apt.ICMAPTAgent"]),
+    (["agent=dqn"], []),
+])
+def test_short_names_and_original_spellings_build_the_same_agent(short, original, embedder):
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    root = Path(__file__).resolve().parents[1]
+    agents = []
+    for overrides in (short, original):
+        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+            cfg = compose("config", overrides=["device=cpu", "use_language_state=sbert",
+                                               *overrides])
+        cfg.agent.obs_shape, cfg.agent.num_actions = list(OBS_SHAPE), NUM_ACTIONS
+        agents.append(instantiate(cfg.agent, embedder=embedder, discount=GAMMA, nstep=3))
+    a, b = agents
+    assert type(a) is type(b)
+    assert {k: getattr(a, k, None) for k in OPTIONS} == {k: getattr(b, k, None) for k in OPTIONS}
+    if isinstance(a, IntrinsicAgent):
+        assert set(a.intrinsic) == set(b.intrinsic)
+
+
+# ---------------------------------------------------------------------------- end to end
+ROOT = Path(__file__).resolve().parents[1]
+# Tiny budgets (the idea of TINY in test_train_e2e.py): 20-step episodes, updates from frame 20
+# on, an evaluation and a snapshot every 30 frames; 60 frames, then resumed to 80.
+TINY = ["num_seed_frames=20", "eval_every_frames=30", "num_eval_episodes=1",
+        "env_spec.length=20", "replay_buffer_num_workers=0", "batch_size=16",
+        "agent.critic_target_update_every_steps=40", "agent.hidden_dim=32", "progress=false"]
+SCENARIOS = {
+    # the original spellings, pixel-only RND with the game reward added
+    "rnd": (["agent._target_=baselines.rnd.RNDAgent", "+agent.rep_dim=16", "use_extr_rew=True"],
+            ["rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_raw_std", "rnd_pixel_loss"]),
+    "noveld": (["agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True",
+                "+agent.use_language=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+                "+agent.rep_dim=16"],
+               ["noveld_pixel_raw", "noveld_language_raw", "noveld_language_reward",
+                "noveld_language_loss"]),
+    # the short name, with the language module and goal conditioning
+    "apt": (["agent=apt", "agent.knn_k=4", "agent.rep_dim=16", "agent.use_language=True",
+             "use_language_state=sbert", "env_spec.use_sbert=True", "use_goal=True"],
+            ["apt_pixel_raw", "apt_pixel_reward", "apt_pixel_raw_mean", "apt_pixel_forward_loss",
+             "apt_pixel_inverse_loss", "apt_language_inverse_loss"]),
+    "novelty": (["env_spec.lm_spec.lm_class=BaselineModel"], ["loss"]),
+    "extrinsic": (["env_spec.name=CrafterReward-v1"], ["loss"]),
+}
+
+
+def train(cwd: Path, *overrides: str) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ELLM_CACHE_DIR": str(cwd / "lm_cache")}
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=400, check=False)
+    assert proc.returncode == 0, f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def snapshot(run: Path) -> dict:
+    return torch.load(run / "snapshot.pt", weights_only=True)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name):
+    overrides, metrics = SCENARIOS[name]
+    train(tmp_path, *overrides, *TINY, "num_train_frames=60", f"exp_name={name}")
+    (run,) = tmp_path.glob(f"exp_local/*/{name}_*")
+    first = snapshot(run)
+    assert first["meta"]["frame"] == 60
+    assert first["agent"]["num_updates"] == 11  # frames 20, 24, ..., 60
+    train_rows = csv_rows(run / "train.csv")
+    assert [int(r["frame"]) for r in train_rows] == [20, 40, 60]
+    for key in metrics:
+        assert math.isfinite(float(train_rows[-1][key])), key
+
+    train(tmp_path, *overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
+          f"exp_name={name}")
+    assert list(tmp_path.glob("exp_local/*/*")) == [run]
+    resumed = snapshot(run)
+    assert resumed["meta"]["frame"] == 80
+    assert resumed["agent"]["num_updates"] == 16  # counted on from the snapshot
+    assert [int(r["frame"]) for r in csv_rows(run / "eval.csv")] == [30, 60, 80]
+    assert [int(r["frame"]) for r in csv_rows(run / "train.csv")] == [20, 40, 60, 80]
+    assert resumed["agent"]["agent_target"] == first["agent"]["agent_target"]
+    if "intrinsic" in first["agent"]:  # the modules' statistics went on from the snapshot
+        for module, state in first["agent"]["intrinsic"]["modules"].items():
+            count = resumed["agent"]["intrinsic"]["modules"][module]["stats"]["count"]
+            assert count > state["stats"]["count"], module
