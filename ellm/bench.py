@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         env_cost = (time.perf_counter() - start) / args.frames
         stored = ws.storage.num_transitions
         disk = sum(p.stat().st_size for p in (Path(tmp) / "a" / "buffer").glob("*.npz"))
+        ram = ram_bytes_per_transition(Path(tmp) / "a" / "buffer", ws.cfg.nstep)
 
         # 2. updates alone, batches from the loader over the data just collected
         batches = iter(ws.loader)
@@ -91,14 +92,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"full loop                      : {loop_fps:6.1f} frames/s = {loop_fps / bound:.2f} "
           f"of the bound (target >= 0.8)")
     print(f"stored transitions: {stored}; on disk {disk / stored:.0f} B/transition (compressed); "
-          f"in RAM {ws_bytes_per_transition():.0f} B/transition")
+          f"in a sampler's RAM {ram:.0f} B/transition")
 
 
-def ws_bytes_per_transition() -> float:
-    """RAM per transition held by a sampler: one 84x84 frame plus the scalar columns."""
-    from ellm.replay.sampling import BYTES_PER_TRANSITION
+def ram_bytes_per_transition(replay_dir: Path, nstep: int) -> float:
+    """Array bytes per transition a sampler holds for the episodes in ``replay_dir``."""
+    from ellm.replay.sampling import EpisodeShard
+    from ellm.replay.storage import list_episode_files, load_episode
 
-    return float(BYTES_PER_TRANSITION)
+    shard = EpisodeShard(capacity=2**62, nstep=nstep, clip_reward=True)
+    for f in list_episode_files(replay_dir):
+        shard.add(f.index, load_episode(f.path))
+    return shard.nbytes / max(shard.num_transitions, 1)
 
 
 if __name__ == "__main__":
