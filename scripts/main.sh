@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up ./.venv if needed, then run a short real ELLM training run on the CPU with the
 # rule-based oracle LM (offline). Extra arguments are Hydra overrides, e.g. seed=2.
+# The main job needs no local LLM server: skip compiling llama.cpp (the test command adds it).
+export ELLM_EXTRAS="${ELLM_EXTRAS:-dev,wandb,report}"
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 exec python train.py \
   env_spec.use_sbert=True use_goal=True use_language_state=sbert \

@@ -2,7 +2,8 @@
 
 Speaks ``POST /v1/chat/completions``, ``POST /v1/completions`` and ``GET /v1/models``. Each
 request takes the next :class:`Reply` from the script (``push``), else the server's
-``responder(request_body)``, else ``default``. Every request is recorded. Runs in a daemon thread;
+``responder(request_body)``, else ``default``. Every POST is recorded. ``GET /v1/models`` lists
+``models`` (None: answers 404, as servers without that route do). Runs in a daemon thread;
 ``stop()`` shuts it down and closes the socket.
 """
 
@@ -66,6 +67,7 @@ class OpenAITestServer:
         self.script: deque[Reply] = deque()
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self.default = Reply()
+        self.models: list[str] | None = ["test-model"]
         self.requests: list[Request] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -137,8 +139,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+        models = self.owner.models
+        if self.path.rstrip("/") == "/v1/models" and models is not None:
+            self._send(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "test"}
+                for name in models]})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 

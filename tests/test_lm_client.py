@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 
-from ellm.lm import GPTLanguageModel, LMConfigError, TextState, build_client, build_suggester
+from ellm.lm import (
+    GPTLanguageModel,
+    LMConfigError,
+    TextState,
+    build_client,
+    build_suggester,
+    pricing,
+)
+from ellm.lm import client as lm_client
+from ellm.lm import config as lm_config
 
 try:
     from tests.openai_test_server import OpenAITestServer, Reply
@@ -39,8 +48,10 @@ def server() -> Iterator[OpenAITestServer]:
 
 @pytest.fixture(autouse=True)
 def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL"):
+    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL",
+                 lm_config.LEGACY_KEY_ENV):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
 
 
 def spec(**kw: Any) -> dict[str, Any]:
@@ -163,9 +174,53 @@ def test_budget_stops_api_calls_but_serves_cache(server, tmp_path, caplog):
     assert lm.suggest(states[0]) == ["chop tree", "drink water"]  # cached, still served
     m = lm.metrics()
     assert (m["api_calls"], m["budget_refusals"], m["budget_exhausted"]) == (3, 3, 1)
-    assert m["dollars"] == pytest.approx(3.0)
-    assert caplog.text.count("budget") == 1
+    assert m["dollars"] == m["budget_spent"] == pytest.approx(3.0)
+    assert budget_warnings(caplog) == 1
     assert len(server.requests) == 3
+
+
+def budget_warnings(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(1 for r in caplog.records
+               if r.name == "ellm.lm" and r.levelno == logging.WARNING
+               and r.getMessage().startswith("LM budget of $"))
+
+
+def test_budget_is_shared_by_every_client_of_the_run(server, tmp_path, caplog):
+    # A run builds a training and an evaluation suggester (and Housekeep a yes/no client):
+    # together they never spend more than the budget, and the warning comes once.
+    train, evaluate = (make(server, tmp_path, budget=2.5, price=[10000, 0]) for _ in range(2))
+    yes_no = build_client(spec(budget=2.5, price=[10000, 0]), cache_dir=tmp_path / "cache",
+                          base_url=server.base_url)
+    states = [TextState(f"You see tree number {i}.") for i in range(4)]
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert train.suggest(states[0]) and evaluate.suggest(states[1])
+        assert train.suggest(states[2])  # $3 spent: over budget from now on
+        assert evaluate.suggest(states[3]) == [] and train.suggest(states[3]) == []
+        assert yes_no.yes_probability("Should you store a mug in the sink:") is None
+        assert evaluate.suggest(states[0]) == ["chop tree", "drink water"]  # cached
+    assert len(server.requests) == 3
+    assert budget_warnings(caplog) == 1
+    assert [c.metrics()["dollars"] for c in (train, evaluate, yes_no)] == [2.0, 1.0, 0.0]
+    for client in (train, evaluate, yes_no):
+        assert client.metrics()["budget_spent"] == pytest.approx(3.0)
+        assert client.metrics()["budget_exhausted"] == 1.0
+    other = build_suggester(spec(budget=2.5, price=[10000, 0]), all_goals=[],
+                            cache_dir=tmp_path / "cache", base_url=server.base_url + "/")
+    assert other.metrics()["budget_exhausted"] == 1.0  # same endpoint, however spelled
+
+
+def test_a_server_on_this_machine_is_free(server, tmp_path):
+    server.models = ["gpt-4o"]
+    lm = make(server, tmp_path, lm="gpt-4o")  # a table model name, served locally
+    assert lm.client.price == (0.0, 0.0)
+    assert lm.suggest(STATE) and lm.metrics()["dollars"] == 0.0
+    priced = make(server, tmp_path, lm="gpt-4o", price=[1, 2])
+    assert priced.client.price == (1.0, 2.0)
+    from ellm.lm.pricing import resolve_price
+
+    assert resolve_price("gpt-4o", "https://my-proxy.example/v1") == (2.5, 10.0)
+    assert resolve_price("gpt-4o", "http://localhost:8080/v1") == (0.0, 0.0)
+    assert resolve_price("gpt-4o", "http://[::1]:8080/v1") == (0.0, 0.0)
 
 
 @pytest.mark.parametrize("endpoint,token", [("chat", "Yes"), ("completions", " Yes")])
@@ -186,6 +241,19 @@ def test_yes_probability(server, tmp_path, endpoint, token):
     body = server.requests[0].body
     assert body["max_tokens"] == 1 and body["temperature"] == 0
     assert body["logprobs"] == (True if endpoint == "chat" else 5)
+    if endpoint == "chat":
+        assert body["top_logprobs"] == 5
+
+
+@pytest.mark.parametrize("threshold,expected", [(0.5, [True, False, False, None]),
+                                                (0.8, [False, False, False, None]),
+                                                (0.0, [True, True, True, None])])
+def test_is_yes_compares_with_prob_threshold(server, tmp_path, threshold, expected):
+    # P(yes) = 0.75, 0.5 (exactly: "yes" needs P(yes) > threshold), ~e^-100, no logprobs.
+    server.push(Reply.yes_no(math.log(0.6), math.log(0.2)), Reply.yes_no(-1.0, -1.0),
+                Reply.yes_no(None, -0.1), Reply("Yes"))
+    lm = make(server, tmp_path, prob_threshold=threshold, temperature=0)
+    assert [lm.is_yes(q) for q in ("q1", "q2", "q3", "q4")] == expected
 
 
 def test_dummy_lm_needs_no_network_and_writes_no_cache(tmp_path):
@@ -204,10 +272,45 @@ def test_retired_model_refused_without_cache_or_base_url(tmp_path, monkeypatch):
 
 
 def test_retired_model_with_base_url_runs(server, tmp_path, caplog):
+    server.models = ["text-davinci-002"]  # a server of one's own may serve that name
     with caplog.at_level(logging.WARNING, logger="ellm.lm"):
         lm = make(server, tmp_path, lm="text-davinci-002")
-    assert "retired" in caplog.text
-    assert lm.suggest(STATE) == ["chop tree", "drink water"]
+        assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    assert caplog.records == []
+    server.models = ["model-a", "model-b"]
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        lm = make(server, tmp_path, lm="text-davinci-002")
+        assert lm.suggest(OTHER) == ["chop tree", "drink water"]
+    assert "does not list the model 'text-davinci-002'" in caplog.text
+    assert "retired OpenAI model name; sending it to" in caplog.text
+    assert server.requests[-1].body["model"] == "text-davinci-002"
+
+
+def test_a_server_of_one_model_is_asked_for_that_model(server, tmp_path, caplog):
+    # The README's two overrides (lm_class, base_url) against `python -m ellm.lm.serve`: the
+    # default model name is not what the server serves; its answers must not be cached or
+    # logged as gpt-4o-mini's.
+    server.models = ["gemma-3-270m"]
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        lm = build_suggester({"lm_class": "GPTLanguageModel"}, all_goals=[],
+                             cache_dir=tmp_path, base_url=server.base_url)
+        assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    assert ("serves one model, 'gemma-3-270m', not env_spec.lm_spec.lm='gpt-4o-mini'"
+            in caplog.text)
+    assert lm.client.spec.lm == "gemma-3-270m" and "gemma-3-270m" in repr(lm.client)
+    assert server.requests[-1].body["model"] == "gemma-3-270m"
+    assert lm.client.cache.has_model("gemma-3-270m") and not lm.client.cache.has_model(
+        "gpt-4o-mini")
+    assert lm.client.price == (0.0, 0.0)
+
+
+def test_a_server_that_lists_no_models_gets_the_configured_name(server, tmp_path, caplog):
+    server.models = None  # GET /v1/models answers 404
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        lm = make(server, tmp_path, lm="my-model")
+        assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    assert "could not list the models served at" in caplog.text
+    assert server.requests[-1].body["model"] == "my-model"
 
 
 def test_unknown_model_on_openai_needs_a_price(tmp_path, monkeypatch):
@@ -234,15 +337,15 @@ CHILD = textwrap.dedent("""
 
 
 def test_cache_shared_across_processes(server, tmp_path):
-    def run() -> dict[str, Any]:
+    def run(seed: str) -> dict[str, Any]:  # different hash seeds: keys must not depend on them
         out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), server.base_url],
                              capture_output=True, text=True, check=False, timeout=120, cwd=REPO,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                             env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": seed})
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     server.push(Reply.bullets("chop tree", "drink water"))
-    first, second = run(), run()
+    first, second = run("1"), run("987654")
     assert first["goals"] == second["goals"] == ["chop tree", "drink water"]
     assert (first["api_calls"], first["cache_hits"]) == (1, 0)
     assert (second["api_calls"], second["cache_hits"]) == (0, 1)
@@ -289,3 +392,44 @@ def test_openai_key_is_sent_only_to_openai(server, tmp_path, monkeypatch):
     monkeypatch.setenv("ELLM_LM_API_KEY", "local-server-key")
     make(server, tmp_path).suggest(OTHER)
     assert server.requests[-1].authorization == "Bearer local-server-key"
+
+
+def test_dollars_come_from_reported_usage_and_the_price_table(server, tmp_path, monkeypatch):
+    # As if the server were a paid proxy (not on this machine): the table prices gpt-4o-mini.
+    monkeypatch.setattr(lm_client, "resolve_price", lambda model, base_url, explicit: (
+        pricing.resolve_price(model, "https://proxy.example/v1", explicit)))
+    server.models = ["gpt-4o-mini"]
+    server.push(Reply.bullets("chop tree", prompt_tokens=1000, completion_tokens=200),
+                Reply.bullets("drink water", prompt_tokens=3000, completion_tokens=0))
+    lm = make(server, tmp_path, lm="gpt-4o-mini")
+    lm.suggest(STATE)
+    lm.suggest(OTHER)
+    m = lm.metrics()
+    assert (m["prompt_tokens"], m["completion_tokens"]) == (4000, 200)
+    assert m["dollars"] == pytest.approx((4000 * 0.15 + 200 * 0.60) / 1e6)
+    assert pricing.table_price("gpt-4o-mini-2024-07-18") == (0.15, 0.60)
+    assert pricing.table_price("gpt-4o-2024-08-06") == (2.50, 10.00)
+    assert pricing.table_price("my-model") is None
+
+
+def test_price_table_matches_the_documentation():
+    doc = (REPO / "docs" / "lm.md").read_text()
+    section = doc[doc.index("## Budget and prices"):doc.index("## Errors, retries")]
+    rows = [line.split("|")[1:4] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
+    table = {name.strip(): (float(i), float(o)) for name, i, o in rows}
+    assert table == pricing.PRICES_PER_MTOK
+    assert "checked August 2025" in section and pricing.PRICES_CHECKED == "2025-08"
+
+
+def test_key_sources(tmp_path, monkeypatch):
+    def key_of(**kw: Any) -> str:
+        client = build_client(spec(lm="gpt-4o-mini", **kw), cache_dir=tmp_path)
+        assert client._openai is not None
+        return client._openai.api_key
+
+    monkeypatch.setenv(lm_config.LEGACY_KEY_ENV, "sk-legacy-cli")
+    assert key_of() == "sk-legacy-cli"  # openai_key=... given on train.py's command line
+    assert key_of(openai_key="sk-legacy-config") == "sk-legacy-config"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    assert key_of(openai_key="sk-legacy-config") == "sk-env"

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ellm.lm.base import LMCounters
@@ -39,6 +41,30 @@ class LMConfigError(RuntimeError):
     """The API refused the configuration itself (bad key, no access, unknown model)."""
 
 
+@dataclass
+class BudgetLedger:
+    """Dollars spent by every client of this process on one endpoint (see :func:`ledger_for`)."""
+
+    dollars: float = 0.0
+    warned: bool = False
+
+
+_LEDGERS: dict[str, BudgetLedger] = {}
+_LEDGERS_LOCK = threading.Lock()
+
+
+def ledger_for(base_url: str | None) -> BudgetLedger:
+    """The process-wide ledger of ``base_url`` (None = OpenAI's API).
+
+    A training run builds several clients (the training and the evaluation suggesters, the
+    Housekeep yes/no client); they all draw on one budget, so a run never spends more than
+    ``budget`` on an endpoint and warns once when it is spent.
+    """
+    key = (base_url or "openai").rstrip("/")
+    with _LEDGERS_LOCK:
+        return _LEDGERS.setdefault(key, BudgetLedger())
+
+
 class LMClient:
     """Cached, budgeted access to one model on one endpoint (see docs/lm.md)."""
 
@@ -49,13 +75,15 @@ class LMClient:
         self.counters = LMCounters()
         self.cache_only = spec.cache_only
         self._sleep = sleep
-        self._budget_warned = False
+        self.ledger = ledger_for(spec.base_url)
         self._rng = random.Random(0)
         self._secret = api_key or ""
         self._check_retired_model()
         self._openai = None if self.offline else self._make_openai(api_key)
+        if self._openai is not None and not is_openai_endpoint(spec.base_url):
+            self._adopt_served_model()
         self.price = (0.0, 0.0) if self.offline else resolve_price(
-            spec.lm, spec.base_url, spec.price)
+            self.spec.lm, spec.base_url, spec.price)
 
     @property
     def offline(self) -> bool:
@@ -64,7 +92,8 @@ class LMClient:
 
     @property
     def budget_exhausted(self) -> bool:
-        return self.counters.dollars >= self.spec.budget
+        """True once this process has spent ``budget`` dollars on this client's endpoint."""
+        return self.ledger.dollars >= self.spec.budget
 
     def __repr__(self) -> str:
         return (f"LMClient(model={self.spec.lm!r}, endpoint={self.spec.endpoint!r}, "
@@ -73,6 +102,7 @@ class LMClient:
 
     def metrics(self) -> dict[str, float]:
         out = self.counters.as_metrics()
+        out["budget_spent"] = self.ledger.dollars
         out["budget_exhausted"] = float(self.budget_exhausted)
         return out
 
@@ -109,6 +139,12 @@ class LMClient:
             return None
         return yes_probability_from(answer.payload)
 
+    def is_yes(self, prompt: str) -> bool | None:
+        """The closed answer: P(yes) > ``prob_threshold`` (HOUSEKEEP.md §1); None when no
+        answer could be had (see :meth:`yes_probability`)."""
+        probability = self.yes_probability(prompt)
+        return None if probability is None else probability > self.spec.prob_threshold
+
     # ---- cache, budget, retries -----------------------------------------------------------
     def _answer(self, prompt: Prompt, params: dict[str, Any],
                 extract: Callable[[Any], CachedAnswer]) -> CachedAnswer | None:
@@ -123,11 +159,11 @@ class LMClient:
             return None
         if self.budget_exhausted:
             self.counters.budget_refusals += 1
-            if not self._budget_warned:
-                self._budget_warned = True
-                log.warning("LM budget of $%.2f spent ($%.4f): no more API calls this run; "
+            if not self.ledger.warned:
+                self.ledger.warned = True
+                log.warning("LM budget of $%.2f spent ($%.4f at %s): no more API calls this run; "
                             "cached answers are still served", self.spec.budget,
-                            self.counters.dollars)
+                            self.ledger.dollars, self.spec.base_url or "OpenAI")
             return None
         response = self._call_with_retries(prompt, params)
         if response is None:
@@ -197,7 +233,10 @@ class LMClient:
     def _count_usage(self, answer: CachedAnswer) -> None:
         self.counters.prompt_tokens += answer.prompt_tokens
         self.counters.completion_tokens += answer.completion_tokens
-        self.counters.dollars += cost(self.price, answer.prompt_tokens, answer.completion_tokens)
+        dollars = cost(self.price, answer.prompt_tokens, answer.completion_tokens)
+        self.counters.dollars += dollars
+        with _LEDGERS_LOCK:
+            self.ledger.dollars += dollars
 
     def _error(self, message: str) -> None:
         self.counters.api_errors += 1
@@ -233,14 +272,44 @@ class LMClient:
         return CachedAnswer("ok", "", {"top_logprobs": top}, *tokens)
 
     # ---- set-up ---------------------------------------------------------------------------
+    def _adopt_served_model(self) -> None:
+        """Check ``lm`` against the models a non-OpenAI server lists (``GET /models``).
+
+        A server that serves a single other model (``python -m ellm.lm.serve``) would answer a
+        request for any name with that model; its answers are then asked for, logged and cached
+        under the served name, with a warning, so a local model's answers never pass for another
+        model's. A name the server does not list is sent as is, with a warning."""
+        import openai
+
+        spec = self.spec
+        try:
+            served = [model.id for model in self._openai.models.list()]
+        except openai.OpenAIError as err:
+            log.warning("could not list the models served at %s (%s): asking for %r as "
+                        "configured", spec.base_url, self._scrub(str(err)), spec.lm)
+            served = []
+        if spec.lm in served:
+            return
+        if len(served) == 1:
+            log.warning("%s serves one model, %r, not env_spec.lm_spec.lm=%r: asking for %r "
+                        "(set env_spec.lm_spec.lm=%s to silence this warning)", spec.base_url,
+                        served[0], spec.lm, served[0], served[0])
+            self.spec = replace(spec, lm=served[0])
+            return
+        if served:
+            log.warning("%s does not list the model %r (it lists %s): asking for it anyway",
+                        spec.base_url, spec.lm, ", ".join(served))
+        if spec.lm in RETIRED_MODELS:
+            log.warning("%s is a retired OpenAI model name; sending it to %s as is",
+                        spec.lm, spec.base_url)
+
     def _check_retired_model(self) -> None:
         spec = self.spec
         if spec.lm not in RETIRED_MODELS or spec.dummy_lm or self.cache_only:
             return
         if not is_openai_endpoint(spec.base_url):
-            log.warning("%s is a retired OpenAI model name; sending it to %s as is",
-                        spec.lm, spec.base_url)
-        elif self.cache is not None and self.cache.has_model(spec.lm):
+            return  # a server of its own may serve any name: see _adopt_served_model
+        if self.cache is not None and self.cache.has_model(spec.lm):
             log.warning("%s is retired by OpenAI: replaying its cached answers only "
                         "(cache_only=true); states not in the cache get no goals", spec.lm)
             self.cache_only = True

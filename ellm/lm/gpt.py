@@ -56,5 +56,9 @@ class GPTLanguageModel:
         """Closed yes/no query (Housekeep): see :meth:`LMClient.yes_probability`."""
         return self.client.yes_probability(prompt)
 
+    def is_yes(self, prompt: str) -> bool | None:
+        """Closed yes/no answer against ``prob_threshold``: see :meth:`LMClient.is_yes`."""
+        return self.client.is_yes(prompt)
+
     def metrics(self) -> dict[str, float]:
         return self.client.metrics()

@@ -89,7 +89,7 @@ class _RuleFreeSuggester:
         self.novelty.mark(goal)
 
     def metrics(self) -> dict[str, float]:
-        return {**self.counters.as_metrics(), "budget_exhausted": 0.0}
+        return {**self.counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
 
 
 class SimpleOracle(_RuleFreeSuggester):

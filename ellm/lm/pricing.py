@@ -33,9 +33,20 @@ RETIRED_MODELS: Final = (
 OPENAI_HOST: Final = "api.openai.com"
 
 
+LOOPBACK_HOSTS: Final = ("localhost", "::1")
+
+
 def is_openai_endpoint(base_url: str | None) -> bool:
     """True for OpenAI's own API (no ``base_url`` or one on api.openai.com)."""
     return base_url is None or urlparse(base_url).hostname == OPENAI_HOST
+
+
+def is_loopback_endpoint(base_url: str | None) -> bool:
+    """True for a server on this machine (localhost, 127.0.0.0/8, ::1): it costs nothing."""
+    if base_url is None:
+        return False
+    host = urlparse(base_url).hostname or ""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 def table_price(model: str) -> tuple[float, float] | None:
@@ -51,12 +62,15 @@ def resolve_price(model: str, base_url: str | None,
                   explicit: tuple[float, float] | None = None) -> tuple[float, float]:
     """The (input, output) $/1M-token price used for the budget.
 
-    An explicit price wins; then the table; an unknown model on a non-OpenAI ``base_url`` is
-    free (a local server). An unknown model on OpenAI's API raises: we would rather stop than
-    run with a budget that cannot be enforced.
+    An explicit price wins; a server on this machine (loopback ``base_url``) is free whatever
+    the model is called; then the table; an unknown model on another non-OpenAI ``base_url`` is
+    free too. An unknown model on OpenAI's API raises: we would rather stop than run with a
+    budget that cannot be enforced.
     """
     if explicit is not None:
         return explicit
+    if is_loopback_endpoint(base_url):
+        return (0.0, 0.0)
     price = table_price(model)
     if price is not None:
         return price

