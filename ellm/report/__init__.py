@@ -1,0 +1,111 @@
+"""``python -m ellm.report RUN_OR_SWEEP_DIR... --out DIR``: figures and a Markdown summary of
+training runs, grouped by method.
+
+Reads run directories written by ``python train.py`` (or any directory holding them: a Hydra
+sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
+
+- ``report.md``: the runs and their status, the headline table (achievements per episode and
+  Crafter score per method), LM usage per 1M frames, links to the figures;
+- ``achievements_eval.png`` / ``achievements_train.png``: achievements unlocked per episode
+  against frames, one line per method (mean over runs, shaded +- std);
+- ``success_rates_eval.png`` / ``success_rates_train.png``: per-achievement success rates,
+  methods side by side;
+- ``housekeep_rearrange_success.png`` when Housekeep runs log rearrangement success;
+- ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
+  tables.
+
+Methods are named from each run's saved config (:func:`ellm.report.runs.method_name`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ellm.report.aggregate import (
+    LMUsage,
+    MethodScores,
+    curves,
+    eval_achievements,
+    lm_usage,
+    rearrange_key,
+    rearrange_success,
+    scores,
+    train_achievements,
+)
+from ellm.report.figures import bar_figure, line_figure
+from ellm.report.runs import NotARunDir, Run, load_runs, method_name
+from ellm.report.summary import render
+from text_crafter.stats import ACHIEVEMENTS
+
+__all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]
+
+
+@dataclass
+class Report:
+    """What ``build_report`` wrote: the runs, the tables and the figure paths by name."""
+
+    runs: list[Run]
+    out: Path
+    scores: list[MethodScores] = field(default_factory=list)
+    lm: list[LMUsage] = field(default_factory=list)
+    figures: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> Path:
+        return self.out / "report.md"
+
+
+def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequence[str] = (),
+                 bin_frames: int | None = None) -> Report:
+    """Read the runs under ``paths`` and write the figures and ``report.md`` into ``out``.
+
+    ``group_by``: config keys (dotted) whose value is appended to the method name, to tell apart
+    runs of one method with different settings. ``bin_frames``: width of the frame bins of the
+    training-episode curve (default: each run's ``eval_every_frames``). Raises
+    :class:`NotARunDir` for a path that neither is nor holds a run directory.
+    """
+    runs = load_runs(paths, group_by)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report(runs=runs, out=out)
+    crafter = [r for r in runs if r.has_data and not r.housekeep]
+    housekeep = [r for r in runs if r.has_data and r.housekeep]
+    report.scores = scores(crafter)
+    report.lm = lm_usage(runs)
+
+    lines = {
+        "achievements_eval": (curves(crafter, eval_achievements),
+                              "Achievements unlocked per evaluation episode",
+                              "achievements / episode"),
+        "achievements_train": (curves(crafter, train_achievements(bin_frames)),
+                               "Achievements unlocked per training episode",
+                               "achievements / episode"),
+        "housekeep_rearrange_success": (
+            curves(housekeep, rearrange_success), "Housekeep: rearrangement success",
+            " / ".join(sorted({k for k in map(rearrange_key, housekeep) if k}))),
+    }
+    for name, (series, title, ylabel) in lines.items():
+        if series:
+            report.figures[name] = line_figure(out / f"{name}.png", series, title, ylabel)
+    for kind in ("eval", "train"):
+        rates = {s.method: getattr(s, f"{kind}_rates") for s in report.scores}
+        rates = {m: r for m, r in rates.items() if r}
+        if rates:
+            n_runs = {s.method: len(getattr(s, f"{kind}_score")) for s in report.scores}
+            what = "last evaluation" if kind == "eval" else "all training episodes"
+            report.figures[f"success_rates_{kind}"] = bar_figure(
+                out / f"success_rates_{kind}.png", ACHIEVEMENTS, rates,
+                f"Success rates ({what})", "success rate (%)", n_runs)
+
+    report.summary.write_text(render(report), encoding="utf-8")
+    (out / "report.json").write_text(json.dumps({
+        "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
+                  "path": str(r.path)} for r in runs],
+        "scores": [s.as_dict() for s in report.scores],
+        "lm": [u.as_dict() for u in report.lm],
+        "figures": {k: p.name for k, p in report.figures.items()},
+    }, indent=1) + "\n", encoding="utf-8")
+    return report

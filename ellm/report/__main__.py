@@ -1,0 +1,48 @@
+"""Command line of the report: ``python -m ellm.report RUN_OR_SWEEP_DIR... --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+DESCRIPTION = """\
+Figures and a Markdown summary (report.md) of ELLM training runs, grouped by method.
+Each PATH is a run directory written by `python train.py` or a directory holding run
+directories (a Hydra sweep dir, a date dir, exp_local). Runs still in progress are reported
+with what they have logged so far."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ellm.report", description=DESCRIPTION)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="run or sweep directories")
+    p.add_argument("--out", required=True, help="directory for report.md, PNGs and JSON")
+    p.add_argument("--group-by", action="append", default=[], metavar="KEY",
+                   help="config key (dotted, e.g. env_spec.threshold) whose value is added to "
+                        "the method name; repeatable")
+    p.add_argument("--bin-frames", type=int, default=None, metavar="N",
+                   help="frame bin width of the training-episode curve "
+                        "(default: each run's eval_every_frames)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from ellm.report import NotARunDir, build_report
+
+    if args.bin_frames is not None and args.bin_frames < 1:
+        print("error: --bin-frames must be a positive number of frames", file=sys.stderr)
+        return 2
+    try:
+        report = build_report(args.paths, args.out, args.group_by, args.bin_frames)
+    except NotARunDir as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with_data = sum(r.has_data for r in report.runs)
+    print(f"{len(report.runs)} runs ({with_data} with data), "
+          f"{len(report.figures)} figures -> {report.summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""What the figures and tables show, computed from runs: curves over frames with their spread
+over seeds, success rates and Crafter scores, LM usage and Housekeep success.
+
+Every quantity is first computed per run, then summarised over the runs of a method (mean,
+standard deviation with ddof=0, min, max and the number of runs behind each point).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ellm.report.runs import Run, cfg_get
+from text_crafter.stats import ACHIEVEMENTS, crafter_score, success_rates
+
+Points = dict[int, float]  # frame -> value
+
+
+@dataclass
+class Curve:
+    """One method's line: at each frame, the summary over the runs that reached it."""
+
+    method: str
+    frames: list[int]
+    mean: list[float]
+    std: list[float]
+    min: list[float]
+    max: list[float]
+    n_runs: list[int]
+    runs: dict[str, Points] = field(default_factory=dict)  # run name -> its own points
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def by_method(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """Runs grouped by method, methods in order of first appearance."""
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[run.method].append(run)
+    return dict(groups)
+
+
+def curves(runs: Sequence[Run], points: Callable[[Run], Points]) -> list[Curve]:
+    """One :class:`Curve` per method from each run's ``points``; methods with no points are left
+    out."""
+    out = []
+    for method, group in by_method(runs).items():
+        per_run = {run.name: points(run) for run in group}
+        per_run = {name: pts for name, pts in per_run.items() if pts}
+        if not per_run:
+            continue
+        frames = sorted({f for pts in per_run.values() for f in pts})
+        cols = [[pts[f] for pts in per_run.values() if f in pts] for f in frames]
+        out.append(Curve(
+            method=method, frames=frames,
+            mean=[float(np.mean(c)) for c in cols], std=[float(np.std(c)) for c in cols],
+            min=[float(np.min(c)) for c in cols], max=[float(np.max(c)) for c in cols],
+            n_runs=[len(c) for c in cols], runs=per_run))
+    return out
+
+
+def unlocked(episode: Mapping[str, float]) -> int:
+    """Achievements unlocked in an episode (= its game reward without the health term)."""
+    return sum(1 for k, v in episode.items() if k.startswith("achievement_") and v > 0)
+
+
+def _by_frame(episodes: Sequence[Mapping[str, float]]) -> dict[int, list[Mapping[str, float]]]:
+    groups: dict[int, list[Mapping[str, float]]] = defaultdict(list)
+    for ep in episodes:
+        if "frame" in ep:
+            groups[int(ep["frame"])].append(ep)
+    return dict(sorted(groups.items()))
+
+
+def eval_achievements(run: Run) -> Points:
+    """Achievements unlocked per evaluation episode, averaged per evaluation (eval/stats.jsonl;
+    eval.csv ``episode_reward`` when the episodes carry no frame)."""
+    groups = _by_frame(run.eval_episodes)
+    if groups:
+        return {f: float(np.mean([unlocked(ep) for ep in eps])) for f, eps in groups.items()}
+    return {int(r["frame"]): r["episode_reward"] for r in run.csvs.get("eval", [])
+            if "episode_reward" in r}
+
+
+def train_achievements(bin_frames: int | None = None) -> Callable[[Run], Points]:
+    """Achievements unlocked per training episode (train/stats.jsonl), averaged over bins of
+    ``bin_frames`` frames (default: the run's ``eval_every_frames``) labelled by their end."""
+
+    def points(run: Run) -> Points:
+        width = int(bin_frames or cfg_get(run.config, "eval_every_frames"))
+        bins: dict[int, list[int]] = defaultdict(list)
+        for ep in run.train_episodes:
+            if "frame" in ep:
+                end = -(-int(ep["frame"]) // width) * width  # ceil to the bin's end
+                bins[end].append(unlocked(ep))
+        return {f: float(np.mean(v)) for f, v in sorted(bins.items())}
+
+    return points
+
+
+def last_eval_episodes(run: Run) -> list[Mapping[str, float]]:
+    """The episodes of the run's latest evaluation."""
+    groups = _by_frame(run.eval_episodes)
+    return list(groups.values())[-1] if groups else []
+
+
+@dataclass
+class MethodScores:
+    """Per-method table row: per-run values and their mean/std over runs."""
+
+    method: str
+    runs: list[str]
+    seeds: list[int | None]
+    frames: list[int]
+    eval_frames: list[int]                    # frame of each run's last evaluation
+    eval_achievements: list[float]            # per run: mean achievements/episode, last eval
+    eval_score: list[float]                   # per run: Crafter score (%), last eval
+    train_score: list[float]                  # per run: Crafter score (%), all train episodes
+    eval_rates: dict[str, float]              # mean over runs, last eval, percent
+    train_rates: dict[str, float]             # mean over runs, all train episodes, percent
+    eval_episodes: list[int]                  # per run: episodes in the last evaluation
+    train_episodes: list[int]                 # per run: training episodes
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def scores(runs: Sequence[Run]) -> list[MethodScores]:
+    """Crafter score and success rates per method: of each run's last evaluation, and of all its
+    training episodes (Crafter's own protocol); runs with no episodes of a kind are left out of
+    that kind's numbers."""
+    out = []
+    for method, group in by_method([r for r in runs if r.has_data]).items():
+        ev = [(r, last_eval_episodes(r)) for r in group]
+        ev = [(r, eps) for r, eps in ev if eps]
+        tr = [r for r in group if r.train_episodes]
+        eval_rates = [success_rates(eps) for _, eps in ev]
+        train_rates = [success_rates(r.train_episodes) for r in tr]
+        out.append(MethodScores(
+            method=method, runs=[r.name for r in group], seeds=[r.seed for r in group],
+            frames=[r.frames for r in group],
+            eval_frames=[int(eps[0]["frame"]) for _, eps in ev],
+            eval_achievements=[float(np.mean([unlocked(ep) for ep in eps])) for _, eps in ev],
+            eval_score=[crafter_score(rates) for rates in eval_rates],
+            train_score=[crafter_score(rates) for rates in train_rates],
+            eval_rates=_mean_rates(eval_rates), train_rates=_mean_rates(train_rates),
+            eval_episodes=[len(eps) for _, eps in ev],
+            train_episodes=[len(r.train_episodes) for r in tr]))
+    return out
+
+
+def _mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    if not rates:
+        return {}
+    return {name: float(np.mean([r[name] for r in rates])) for name in ACHIEVEMENTS}
+
+
+# ---------------------------------------------------------------------------------- LM usage
+LM_COUNTERS = ("queries", "api_calls", "cache_hits", "cache_misses", "prompt_tokens",
+               "completion_tokens", "dollars")
+
+
+def lm_totals(run: Run) -> tuple[int, dict[str, float]]:
+    """(frames covered, totals of the cumulative ``lm.csv`` counters). The counters restart at 0
+    when a run is resumed; a drop in ``queries`` marks such a restart and the totals add up."""
+    rows = run.csvs.get("lm", [])
+    if not rows:
+        return 0, {}
+    totals = dict.fromkeys(LM_COUNTERS, 0.0)
+    previous: dict[str, float] = {}
+    for row in rows:
+        if previous and row.get("queries", 0.0) < previous.get("queries", 0.0):
+            for k in LM_COUNTERS:
+                totals[k] += previous.get(k, 0.0)
+        previous = row
+    for k in LM_COUNTERS:
+        totals[k] += previous.get(k, 0.0)
+    return int(rows[-1]["frame"]), totals
+
+
+@dataclass
+class LMUsage:
+    """Per-method LM cost, per 1M frames, summed over runs (``cache_hit_rate`` is None when no
+    query went to a language model, e.g. the rule-based oracle)."""
+
+    method: str
+    runs: int
+    frames: int
+    queries_per_1m: float
+    api_calls_per_1m: float
+    cache_hit_rate: float | None
+    tokens_per_1m: float
+    dollars_per_1m: float
+    dollars: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def lm_usage(runs: Sequence[Run]) -> list[LMUsage]:
+    out = []
+    for method, group in by_method([r for r in runs if r.uses_lm]).items():
+        totals = dict.fromkeys(LM_COUNTERS, 0.0)
+        frames = n = 0
+        for run in group:
+            f, t = lm_totals(run)
+            if not f:
+                continue
+            frames, n = frames + f, n + 1
+            for k in LM_COUNTERS:
+                totals[k] += t.get(k, 0.0)
+        if not frames:
+            continue
+        per_1m = 1e6 / frames
+        lookups = totals["cache_hits"] + totals["cache_misses"] + totals["api_calls"]
+        out.append(LMUsage(
+            method=method, runs=n, frames=frames,
+            queries_per_1m=totals["queries"] * per_1m,
+            api_calls_per_1m=totals["api_calls"] * per_1m,
+            cache_hit_rate=totals["cache_hits"] / totals["queries"]
+            if lookups and totals["queries"] else None,
+            tokens_per_1m=(totals["prompt_tokens"] + totals["completion_tokens"]) * per_1m,
+            dollars_per_1m=totals["dollars"] * per_1m, dollars=totals["dollars"]))
+    return out
+
+
+# ---------------------------------------------------------------------------------- Housekeep
+REARRANGE_KEY = "rearrange_success"
+_NAMESPACE_ORDER = ("eval", "housekeep", "train")
+
+
+def rearrange_key(run: Run) -> str | None:
+    """The logged ``<namespace>/rearrange_success`` column of a run (eval, then housekeep, then
+    train namespace; an exact name before one that merely contains it); None if it logs none."""
+    spaces = sorted(run.csvs, key=lambda ns: (_NAMESPACE_ORDER + (ns,)).index(ns))
+    columns = [(ns, key) for ns in spaces for key in dict.fromkeys(k for r in run.csvs[ns] for k in r)]
+    for exact in (True, False):
+        for ns, key in columns:
+            if key == REARRANGE_KEY if exact else REARRANGE_KEY in key:
+                return f"{ns}/{key}"
+    return None
+
+
+def rearrange_success(run: Run) -> Points:
+    key = rearrange_key(run)
+    if key is None:
+        return {}
+    ns, _, name = key.partition("/")
+    return {int(r["frame"]): r[name] for r in run.csvs[ns] if name in r}

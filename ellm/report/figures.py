@@ -1,0 +1,83 @@
+"""PNG figures (matplotlib, Agg backend), each with the data it plots written beside it as JSON
+(``<name>.png`` + ``<name>.json``), so a figure can be checked or re-plotted without the image.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ellm.report.aggregate import Curve
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("the report draws its figures with matplotlib: "
+                          "pip install 'ellm[report]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) -> Path:
+    """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for curve in curves:
+        x = np.asarray(curve.frames, dtype=float)
+        mean, std = np.asarray(curve.mean), np.asarray(curve.std)
+        line, = ax.plot(x, mean, marker="o" if len(x) < 30 else None, markersize=3,
+                        label=f"{curve.method} (n={len(curve.runs)})")
+        ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("frames")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if curves:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    _write_json(path.with_suffix(".json"), {
+        "title": title, "xlabel": "frames", "ylabel": ylabel,
+        "spread": "mean +- std over runs (ddof=0)",
+        "series": [c.as_dict() for c in curves]})
+    return path
+
+
+def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mapping[str, float]],
+               title: str, ylabel: str, n_runs: Mapping[str, int]) -> Path:
+    """Grouped bars: one group per category, one bar per method (``series[method][category]``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * len(categories)), 4.5))
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(categories))
+    for i, (method, values) in enumerate(series.items()):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [values.get(c, 0.0) for c in categories],
+               width, label=f"{method} (n={n_runs.get(method, 0)})")
+    ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=60, ha="right",
+                  fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    if series:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    _write_json(path.with_suffix(".json"), {
+        "title": title, "ylabel": ylabel, "categories": list(categories),
+        "series": [{"method": m, "n_runs": n_runs.get(m, 0), "values": dict(v)}
+                   for m, v in series.items()]})
+    return path

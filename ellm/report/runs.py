@@ -1,0 +1,281 @@
+"""Finding run directories, reading what they hold, and naming their method.
+
+A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``): ``config.json``
+(the resolved config), one CSV per metric namespace (``train.csv``, ``eval.csv``, ``lm.csv``,
+...; cumulative counters in ``lm.csv``), Crafter's ``train/stats.jsonl`` and
+``eval/stats.jsonl`` (one episode per line, with the ``frame`` it ended at), ``snapshot.pt`` and
+Hydra's ``train.log``. Any of them may be missing or still growing: a run that has just started
+has only ``train.log`` or ``config.json``, a killed run may end in a torn line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from text_crafter.stats import load_stats
+
+# Files any version of train.py writes into a run directory early on.
+RUN_MARKERS: tuple[str, ...] = ("config.json", "train.csv", "eval.csv", "snapshot.pt", "train.log",
+                                "train/stats.jsonl", "eval/stats.jsonl")
+_SKIP_DIRS = frozenset({"buffer", "tb", "wandb", "train", "eval", ".hydra"})
+
+# config.yaml defaults of the keys the report reads: a run from an older version whose
+# config.json lacks one of them is read as if it had the default.
+DEFAULTS: dict[str, Any] = {
+    "seed": 1,
+    "num_train_frames": 5_000_000,
+    "eval_every_frames": 25_000,
+    "use_extr_rew": False,
+    "env_spec.name": "CrafterTextEnv-v1",
+    "env_spec.single_task": None,
+    "env_spec.lm_spec.lm_class": "SimpleOracle",
+    "env_spec.lm_spec.lm": "gpt-4o-mini",
+    "env_spec.lm_spec.dummy_lm": False,
+    "agent._target_": "ellm.agent.DQNAgent",
+    "agent.train_eps_min": 0.01,
+    "agent.train_eps_max": 1.0,
+    "agent.eval_eps": 0.001,
+    "agent.use_language": False,
+    "agent.noveld": False,
+}
+
+# Agent classes (last part of agent._target_) of the exploration baselines.
+BASELINE_AGENTS: dict[str, str] = {"RNDAgent": "RND", "ICMAPTAgent": "APT", "APTAgent": "APT",
+                                   "ICMAgent": "ICM", "NovelDAgent": "NovelD"}
+# LM classes (env_spec.lm_spec.lm_class) and the method they stand for; Housekeep aliases too.
+LM_METHODS: dict[str, str] = {
+    "SimpleOracle": "ELLM-oracle", "SimpleOracleHousekeep": "ELLM-oracle",
+    "BaselineModel": "Novelty", "BaselineHousekeep": "Novelty",
+}
+GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
+RANDOM = "Random actions"
+EXTRINSIC = "Extrinsic reward"
+
+
+class NotARunDir(ValueError):
+    """A path given to the report that is neither a run directory nor holds any."""
+
+
+def cfg_get(config: Mapping[str, Any], key: str) -> Any:
+    """``config[a][b]...`` for a dotted ``key``; the config.yaml default when it is missing."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return DEFAULTS.get(key)
+        node = node[part]
+    return node
+
+
+def is_housekeep(config: Mapping[str, Any]) -> bool:
+    return "housekeep" in str(cfg_get(config, "env_spec.name")).lower()
+
+
+def is_random(config: Mapping[str, Any]) -> bool:
+    """The random-action reference: epsilon 1 while training and evaluating."""
+    return all(_num(cfg_get(config, f"agent.{k}")) == 1.0
+               for k in ("train_eps_min", "train_eps_max", "eval_eps"))
+
+
+def baseline(config: Mapping[str, Any]) -> str | None:
+    """The exploration baseline a run's agent implements (from ``agent._target_``), or None."""
+    target = str(cfg_get(config, "agent._target_"))
+    cls = target.rsplit(".", 1)[-1]
+    if cls in BASELINE_AGENTS:
+        return BASELINE_AGENTS[cls]
+    return cls.removesuffix("Agent") if target.startswith("baselines.") else None
+
+
+def uses_lm(config: Mapping[str, Any]) -> bool:
+    """True when the LM suggester's goals drive the reward (ELLM runs and the Novelty baseline)."""
+    return not (is_random(config) or baseline(config) is not None
+                or cfg_get(config, "env_spec.name") == "CrafterReward-v1")
+
+
+def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
+    """The method a run's config stands for, e.g. ``ELLM-oracle``, ``Novelty``, ``RND``,
+    ``APT``, ``Extrinsic reward``, ``Random actions``; ``Housekeep: `` in front for Housekeep
+    runs, `` [task]`` behind for single-task runs, `` key=value`` for each ``group_by`` key."""
+    if not config:
+        name = "unknown (no config.json)"
+    elif is_random(config):
+        name = RANDOM
+    elif baseline(config) is not None:
+        name = str(baseline(config))
+        if name == "RND" and cfg_get(config, "agent.noveld"):
+            name = "NovelD"
+        if cfg_get(config, "agent.use_language"):
+            name += " + language"
+    elif cfg_get(config, "env_spec.name") == "CrafterReward-v1":
+        name = EXTRINSIC
+    else:
+        name = _lm_method(config)
+    if name not in (RANDOM, EXTRINSIC) and cfg_get(config, "use_extr_rew"):
+        name += " + extrinsic"
+    if config and is_housekeep(config):
+        name = f"Housekeep: {name}"
+    task = cfg_get(config, "env_spec.single_task") if config else None
+    if task:
+        name += f" [{task}]"
+    for key in group_by:
+        name += f" {key}={cfg_get(config, key)}"
+    return name
+
+
+def _lm_method(config: Mapping[str, Any]) -> str:
+    lm_class = str(cfg_get(config, "env_spec.lm_spec.lm_class"))
+    if lm_class in GPT_CLASSES:
+        if cfg_get(config, "env_spec.lm_spec.dummy_lm"):
+            return "ELLM-dummy-LM"
+        return f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
+    return LM_METHODS.get(lm_class, f"ELLM-{lm_class}")
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+Row = dict[str, float]
+
+
+def read_csv(path: Path) -> list[Row]:
+    """Rows of a logger CSV as floats (empty cells left out); a torn last line is dropped."""
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if text and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    rows = []
+    for raw in csv.DictReader(text.splitlines()):
+        row = {k: v for k, v in ((k, _num(v)) for k, v in raw.items() if k)
+               if v is not None and not math.isnan(v)}
+        if "frame" in row:
+            rows.append(row)
+    return rows
+
+
+@dataclass
+class Run:
+    """One run directory's data; every list is empty when its file does not exist (yet)."""
+
+    path: Path
+    config: dict[str, Any]
+    method: str
+    csvs: dict[str, list[Row]] = field(default_factory=dict)   # namespace -> rows
+    train_episodes: list[dict[str, float]] = field(default_factory=list)
+    eval_episodes: list[dict[str, float]] = field(default_factory=list)
+    name: str = ""
+
+    @property
+    def seed(self) -> int | None:
+        seed = cfg_get(self.config, "seed") if self.config else None
+        return int(seed) if _num(seed) is not None else None
+
+    @property
+    def housekeep(self) -> bool:
+        return bool(self.config) and is_housekeep(self.config)
+
+    @property
+    def uses_lm(self) -> bool:
+        return bool(self.config) and uses_lm(self.config)
+
+    @property
+    def frames(self) -> int:
+        """Frames trained so far, from the last thing logged."""
+        last = [rows[-1]["frame"] for rows in self.csvs.values() if rows]
+        last += [ep["frame"] for ep in self.train_episodes[-1:] if "frame" in ep]
+        return int(max(last, default=0))
+
+    @property
+    def target_frames(self) -> int:
+        return int(cfg_get(self.config, "num_train_frames"))
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.train_episodes or self.eval_episodes
+                    or any(self.csvs.values()))
+
+    @property
+    def status(self) -> str:
+        if not self.has_data:
+            return "no data yet"
+        done = f"{self.frames:,} / {self.target_frames:,} frames"
+        if not self.eval_episodes and not self.csvs.get("eval"):
+            return f"in progress, no evaluation yet ({done})"
+        if self.frames < self.target_frames:
+            return f"partial ({done})"
+        return f"complete ({done})"
+
+
+def is_run_dir(path: Path) -> bool:
+    return any((path / marker).exists() for marker in RUN_MARKERS)
+
+
+def find_run_dirs(path: str | Path) -> list[Path]:
+    """``path`` itself if it is a run directory, else every run directory below it (a Hydra
+    sweep dir ``<date>/<name>_<time>/<n>_seed<k>``, a date dir or a whole ``exp_local``)."""
+    path = Path(path)
+    if not path.exists():
+        raise NotARunDir(f"{str(path)!r} does not exist")
+    if not path.is_dir():
+        raise NotARunDir(f"{str(path)!r} is a file, not a run directory (expected a directory "
+                         f"holding {', '.join(RUN_MARKERS[:3])}, ...)")
+    if is_run_dir(path):
+        return [path]
+    found: list[Path] = []
+    for child in sorted(p for p in path.iterdir() if p.is_dir() and p.name not in _SKIP_DIRS):
+        if is_run_dir(child):
+            found.append(child)
+        else:
+            found.extend(_below(child))
+    if not found:
+        raise NotARunDir(
+            f"{str(path)!r} is not a run directory and holds none: no {', '.join(RUN_MARKERS)} "
+            "in it or below it (a run directory is what `python train.py` writes under "
+            "./exp_local/<date>/<exp_name>_<time>)")
+    return found
+
+
+def _below(path: Path) -> list[Path]:
+    try:
+        return find_run_dirs(path)
+    except NotARunDir:
+        return []
+
+
+def load_run(path: str | Path, group_by: Iterable[str] = ()) -> Run:
+    """Everything the report needs from one run directory (tolerates missing files)."""
+    path = Path(path)
+    if not is_run_dir(path):
+        raise NotARunDir(f"{str(path)!r} is not a run directory: none of {', '.join(RUN_MARKERS)}")
+    config: dict[str, Any] = {}
+    config_path = path / "config.json"
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise NotARunDir(f"{str(config_path)!r} is not valid JSON: {exc}") from exc
+    csvs = {p.stem: read_csv(p) for p in sorted(path.glob("*.csv"))}
+    stats = {split: load_stats(path / split / "stats.jsonl")
+             if (path / split / "stats.jsonl").is_file() else [] for split in ("train", "eval")}
+    return Run(path=path, config=config, method=method_name(config, group_by), csvs=csvs,
+               train_episodes=stats["train"], eval_episodes=stats["eval"],
+               name=f"{path.parent.name}/{path.name}")
+
+
+def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = ()) -> list[Run]:
+    """Runs under every path (run or sweep directories), each directory once, in path order."""
+    seen: dict[Path, None] = {}
+    for path in paths:
+        for run_dir in find_run_dirs(path):
+            seen.setdefault(run_dir.resolve(), None)
+    group_by = tuple(group_by)
+    return [load_run(p, group_by) for p in seen]

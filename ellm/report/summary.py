@@ -1,0 +1,131 @@
+"""The Markdown summary (``report.md``): runs, headline table, figures, LM usage, Housekeep."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ellm.report.aggregate import LMUsage, MethodScores
+from ellm.report.runs import Run
+
+if TYPE_CHECKING:
+    from ellm.report import Report
+
+GLOSSARY = """\
+How to read this:
+- *achievements / episode*: distinct Crafter achievements unlocked in an episode (the game
+  reward without its health term; the ELLM paper's headline metric), in evaluation episodes
+  (epsilon `agent.eval_eps`) at each evaluation, averaged per run, then over runs.
+- *Crafter score*: geometric mean of the 22 achievements' success rates,
+  `exp(mean ln(1 + s)) - 1` in percent (Hafner, 2021), per run, then averaged over runs.
+  "last eval" uses the run's latest evaluation; "all training episodes" uses every training
+  episode of the run (Crafter's own protocol, exploration included).
+- Values are `mean ± std (n runs)`; std over runs with ddof=0; shaded bands in the figures are
+  mean ± std. Runs still in progress count with what they have logged so far.
+"""
+
+
+def _ms(values: Sequence[float], digits: int = 2) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f} (1)"
+    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f} ({len(values)})"
+
+
+def _span(values: Sequence[int]) -> str:
+    if not values:
+        return "–"
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def _seeds(seeds: Sequence[int | None]) -> str:
+    ordered = sorted(seeds, key=lambda s: (s is None, s or 0))
+    return ", ".join("?" if s is None else str(s) for s in ordered)
+
+
+SCORE_COLUMNS = ("method", "seeds", "frames", "last eval at", "achievements / episode, last eval",
+                 "Crafter score %, last eval", "Crafter score %, all training episodes")
+LM_COLUMNS = ("method", "runs", "frames", "LM queries / 1M frames", "API calls / 1M frames",
+              "cache hit rate", "tokens / 1M frames", "$ / 1M frames", "$ spent")
+RUN_COLUMNS = ("method", "seed", "frames", "status", "run directory")
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def score_table(rows: Sequence[MethodScores]) -> list[str]:
+    return _table(SCORE_COLUMNS, [
+        (s.method, _seeds(s.seeds), _span(s.frames), _span(s.eval_frames),
+         _ms(s.eval_achievements), _ms(s.eval_score), _ms(s.train_score)) for s in rows])
+
+
+def lm_table(rows: Sequence[LMUsage]) -> list[str]:
+    return _table(LM_COLUMNS, [
+        (u.method, str(u.runs), f"{u.frames:,}", f"{u.queries_per_1m:,.0f}",
+         f"{u.api_calls_per_1m:,.0f}",
+         "n/a (no LM calls)" if u.cache_hit_rate is None else f"{100 * u.cache_hit_rate:.1f}%",
+         f"{u.tokens_per_1m:,.0f}", f"{u.dollars_per_1m:.4f}", f"{u.dollars:.4f}") for u in rows])
+
+
+def run_table(runs: Sequence[Run]) -> list[str]:
+    return _table(RUN_COLUMNS, [
+        (r.method, "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
+         f"`{r.name}`") for r in runs])
+
+
+def render(report: Report) -> str:
+    runs = report.runs
+    with_data = [r for r in runs if r.has_data]
+    methods = list(dict.fromkeys(r.method for r in runs))
+    out = ["# ELLM run report", "",
+           (f"{len(runs)} run directories ({len(with_data)} with data) of {len(methods)} "
+            f"methods: {', '.join(methods)}."),
+           "", "## Runs", "", *run_table(runs), ""]
+    if not with_data:
+        out += ["No run has logged any data yet: nothing to plot.", ""]
+        return "\n".join(out)
+
+    out += ["## Achievements unlocked per episode", ""]
+    if "achievements_eval" in report.figures:
+        out += ["Evaluation episodes:", "",
+                "![achievements per eval episode](achievements_eval.png)", ""]
+    else:
+        out += ["No Crafter evaluation has run yet.", ""]
+    if "achievements_train" in report.figures:
+        out += ["Training episodes (binned by frames):", "",
+                "![achievements per training episode](achievements_train.png)", ""]
+
+    if report.scores:
+        out += ["## Crafter score", "", *score_table(report.scores), "",
+                "Success rate of each achievement (mean over runs):", ""]
+        for key, what in (("success_rates_eval", "last evaluation"),
+                          ("success_rates_train", "all training episodes")):
+            if key in report.figures:
+                out += [f"![success rates, {what}]({key}.png)", ""]
+
+    if report.lm:
+        out += ["## LM usage", "", *lm_table(report.lm), "",
+                ("Counts are summed over the runs of a method and divided by their frames; the "
+                 "cache hit rate is cache hits / LM queries."), ""]
+
+    housekeep = [r for r in with_data if r.housekeep]
+    if housekeep:
+        out += ["## Housekeep: rearrangement success", ""]
+        if "housekeep_rearrange_success" in report.figures:
+            out += ["![rearrangement success](housekeep_rearrange_success.png)", ""]
+        else:
+            out += [("The Housekeep runs log no rearrangement-success metric "
+                     "(looked for a `*rearrange_success` column in every CSV) yet."), ""]
+
+    out += ["## Notes", "", GLOSSARY]
+    empty = [r for r in runs if not r.has_data]
+    if empty:
+        out += ["Runs with no data yet (listed above, left out of figures and tables): "
+                + ", ".join(f"`{r.name}`" for r in empty) + ".", ""]
+    return "\n".join(out)

@@ -1,0 +1,350 @@
+"""``python -m ellm.report`` on run directories of tiny real training runs (one Hydra multirun:
+2 methods x 2 seeds), checked against numbers recomputed here from the runs' own files; plus
+runs with no data, runs in progress, old configs, Housekeep runs and the CPU preset."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import crafter
+import pytest
+
+from ellm.report import NotARunDir, build_report, load_runs, method_name
+from ellm.report.aggregate import lm_totals
+from ellm.report.runs import Run
+
+ROOT = Path(__file__).resolve().parents[1]
+ACHIEVEMENTS = list(crafter.constants.achievements)
+TINY = ["num_train_frames=40", "num_seed_frames=40", "eval_every_frames=20",
+        "num_eval_episodes=1", "env_spec.length=20", "replay_buffer_num_workers=0",
+        "batch_size=8", "agent.hidden_dim=16", "progress=false", "save_buffer=false"]
+METHODS = {"SimpleOracle": "ELLM-oracle", "BaselineModel": "Novelty"}
+
+
+def _env(cwd: Path) -> dict[str, str]:
+    # One torch thread: on a busy CPU, spinning worker threads cost more than they save.
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "WANDB_MODE": "offline", "ELLM_CACHE_DIR": str(cwd / "lm_cache"),
+            "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    """One multirun (one process, so imports are paid once): oracle ELLM and Novelty x 2 seeds."""
+    cwd = tmp_path_factory.mktemp("sweep")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-m", "env_spec.use_sbert=True", "use_goal=True",
+         "use_language_state=sbert", "env_spec.lm_spec.lm_class=SimpleOracle,BaselineModel",
+         "seed=1,2", "exp_name=SWEEP", *TINY],
+        cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=500, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (found,) = sorted(cwd.glob("exp_local/*/SWEEP_*"))
+    return found
+
+
+def run_dirs(sweep: Path) -> list[Path]:
+    return sorted(p for p in sweep.iterdir() if (p / "config.json").exists())
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def unlocked(episode: dict) -> int:
+    return sum(episode.get(f"achievement_{a}", 0) > 0 for a in ACHIEVEMENTS)
+
+
+def score(episodes: list[dict]) -> float:
+    """Crafter score written out again: geometric mean of (1 + success rate %) minus 1."""
+    rates = [100 * sum(ep[f"achievement_{a}"] > 0 for ep in episodes) / len(episodes)
+             for a in ACHIEVEMENTS]
+    return math.exp(sum(math.log(1 + r) for r in rates) / len(rates)) - 1
+
+
+def method_of(run_dir: Path) -> str:
+    config = json.loads((run_dir / "config.json").read_text())
+    return METHODS[config["env_spec"]["lm_spec"]["lm_class"]]
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("buffer", "snapshot.pt"))
+    return dst
+
+
+def figure(out: Path, name: str) -> dict:
+    assert (out / f"{name}.png").stat().st_size > 1000
+    return json.loads((out / f"{name}.json").read_text())
+
+
+# ------------------------------------------------------------------------ real runs
+def test_eval_curve_has_one_line_per_method_with_both_seeds(sweep, tmp_path):
+    report = build_report([sweep], tmp_path)
+    data = figure(tmp_path, "achievements_eval")
+    series = {s["method"]: s for s in data["series"]}
+    assert set(series) == {"ELLM-oracle", "Novelty"}
+    for method, s in series.items():
+        dirs = [d for d in run_dirs(sweep) if method_of(d) == method]
+        assert len(dirs) == 2 and len(s["runs"]) == 2
+        assert s["frames"] == [20, 40] and s["n_runs"] == [2, 2]
+        per_run = [{ep["frame"]: unlocked(ep) for ep in jsonl(d / "eval" / "stats.jsonl")}
+                   for d in dirs]  # one eval episode per evaluation
+        for i, frame in enumerate(s["frames"]):
+            values = [r[frame] for r in per_run]
+            assert s["mean"][i] == pytest.approx(sum(values) / 2)
+            assert s["min"][i] == min(values) and s["max"][i] == max(values)
+    assert {r.seed for r in report.runs} == {1, 2}
+    assert sorted(r.method for r in report.runs) == ["ELLM-oracle"] * 2 + ["Novelty"] * 2
+
+
+def test_train_curve_bins_training_episodes(sweep, tmp_path):
+    build_report([sweep], tmp_path)
+    for s in figure(tmp_path, "achievements_train")["series"]:
+        assert s["frames"] == [20, 40]  # bins of eval_every_frames; one 20-step episode each
+        for name, points in s["runs"].items():
+            episodes = jsonl(sweep / name.split("/")[-1] / "train" / "stats.jsonl")
+            assert {int(k): v for k, v in points.items()} == {
+                ep["frame"]: unlocked(ep) for ep in episodes}
+
+
+def test_score_table_matches_the_stats_files(sweep, tmp_path):
+    build_report([sweep], tmp_path)
+    table = {s["method"]: s for s in json.loads((tmp_path / "report.json").read_text())["scores"]}
+    assert set(table) == {"ELLM-oracle", "Novelty"}
+    for method, row in table.items():
+        dirs = [d for d in run_dirs(sweep) if method_of(d) == method]
+        last_evals = [[ep for ep in jsonl(d / "eval" / "stats.jsonl") if ep["frame"] == 40]
+                      for d in dirs]
+        trains = [jsonl(d / "train" / "stats.jsonl") for d in dirs]
+        assert row["eval_frames"] == [40, 40] and sorted(row["seeds"]) == [1, 2]
+        assert row["eval_score"] == pytest.approx([score(e) for e in last_evals])
+        assert row["train_score"] == pytest.approx([score(t) for t in trains])
+        assert row["eval_achievements"] == pytest.approx(
+            [sum(map(unlocked, e)) / len(e) for e in last_evals])
+    bars = figure(tmp_path, "success_rates_train")
+    assert bars["categories"] == ACHIEVEMENTS
+    assert {s["method"]: s["n_runs"] for s in bars["series"]} == {"ELLM-oracle": 2, "Novelty": 2}
+    summary = (tmp_path / "report.md").read_text()
+    assert "| ELLM-oracle | 1, 2 | 40 | 40 |" in summary
+    assert "success_rates_eval.png" in summary and "achievements_eval.png" in summary
+
+
+def test_lm_usage_per_million_frames(sweep, tmp_path):
+    report = build_report([sweep], tmp_path)
+    usage = {u.method: u for u in report.lm}
+    assert set(usage) == {"ELLM-oracle", "Novelty"}
+    for method, u in usage.items():
+        last = [list(csv.DictReader((d / "lm.csv").open()))[-1] for d in run_dirs(sweep)
+                if method_of(d) == method]
+        frames = sum(int(r["frame"]) for r in last)
+        assert u.runs == 2 and u.frames == frames == 80
+        assert u.queries_per_1m == pytest.approx(
+            sum(float(r["queries"]) for r in last) * 1e6 / frames)
+        assert u.queries_per_1m > 0 and u.dollars == 0
+        assert u.cache_hit_rate is None  # rule-based suggesters send nothing to a model
+    assert "n/a (no LM calls)" in (tmp_path / "report.md").read_text()
+
+
+def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
+    one = run_dirs(sweep)[0]
+    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(sweep), str(one),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "4 runs (4 with data)" in proc.stdout  # the run dir given twice counts once
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert sorted(r["method"] for r in report["runs"]) == ["ELLM-oracle"] * 2 + ["Novelty"] * 2
+    assert set(report["figures"]) == {"achievements_eval", "achievements_train",
+                                      "success_rates_eval", "success_rates_train"}
+
+
+def test_cli_rejects_paths_that_are_not_run_dirs(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    for path, message in (("empty", "is not a run directory and holds none"),
+                          ("missing", "does not exist"), ("file.txt", "is a file")):
+        proc = subprocess.run([sys.executable, "-m", "ellm.report", path, "--out", "out"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              check=False)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    with pytest.raises(NotARunDir):
+        load_runs([tmp_path / "empty"])
+
+
+# ------------------------------------------------------------------------ partial runs
+def test_run_dir_with_no_data_yet(sweep, tmp_path):
+    started = tmp_path / "just_started"
+    started.mkdir()
+    shutil.copy(run_dirs(sweep)[0] / "config.json", started)
+    (started / "train.log").write_text("")
+    alone = build_report([started], tmp_path / "alone")
+    assert alone.figures == {} and alone.runs[0].status == "no data yet"
+    assert "No run has logged any data yet" in alone.summary.read_text()
+    mixed = build_report([sweep, started], tmp_path / "mixed")
+    assert "no data yet" in mixed.summary.read_text()
+    data = figure(tmp_path / "mixed", "achievements_eval")
+    assert sum(len(s["runs"]) for s in data["series"]) == 4
+
+
+def test_run_in_progress_without_evaluation(sweep, tmp_path):
+    run = copy_run(run_dirs(sweep)[0], tmp_path / "exp" / "RUNNING_1200")
+    shutil.rmtree(run / "eval")
+    for name in ("eval.csv", "achievements.csv"):
+        (run / name).unlink()
+    stats = run / "train" / "stats.jsonl"
+    first = stats.read_text().splitlines()[0]
+    stats.write_text(first + "\n" + first[:25])  # a line torn mid-write
+    for path in run.glob("*.csv"):  # as if the run were at frame 20, mid-write
+        lines = path.read_text().splitlines()
+        keep = [line for line in lines[1:] if int(line.split(",")[0]) <= 20]
+        torn = lines[-1][:5] if path.name == "train.csv" else ""
+        path.write_text("\n".join([lines[0], *keep]) + "\n" + torn)
+    report = build_report([tmp_path / "exp"], tmp_path / "out")
+    (loaded,) = report.runs
+    assert loaded.status.startswith("in progress, no evaluation yet (20 / 40 frames")
+    assert "achievements_eval" not in report.figures
+    train = figure(tmp_path / "out", "achievements_train")
+    assert [s["frames"] for s in train["series"]] == [[20]]
+    assert "No Crafter evaluation has run yet" in report.summary.read_text()
+
+
+def test_config_from_an_older_version(sweep, tmp_path):
+    run = copy_run(run_dirs(sweep)[0], tmp_path / "old")
+    old = json.loads((run / "config.json").read_text())
+    for key in ("agent", "use_extr_rew", "eval_every_frames", "seed"):
+        del old[key]
+    del old["env_spec"]["lm_spec"]
+    (run / "config.json").write_text(json.dumps(old))
+    report = build_report([run], tmp_path / "out")
+    (loaded,) = report.runs
+    assert loaded.method == "ELLM-oracle" and loaded.seed == 1  # config.yaml defaults
+    # training-episode bins fall back to the default eval_every_frames (25k): one bin
+    assert figure(tmp_path / "out", "achievements_train")["series"][0]["frames"] == [25000]
+
+
+# ------------------------------------------------------------------------ synthetic data
+def test_known_achievements_give_known_score(sweep, tmp_path):
+    run = copy_run(run_dirs(sweep)[0], tmp_path / "known")
+    blank = {f"achievement_{a}": 0 for a in ACHIEVEMENTS}
+    episodes = [{**blank, "achievement_collect_wood": 1, "achievement_place_table": 2, "frame": 40},
+                {**blank, "achievement_collect_wood": 3, "frame": 40}]
+    (run / "eval" / "stats.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    report = build_report([run], tmp_path / "out")
+    (row,) = report.scores
+    expected = math.exp((math.log(101) + math.log(51)) / 22) - 1  # wood 100%, table 50%
+    assert row.eval_score == [pytest.approx(expected)]
+    assert row.eval_achievements == [1.5]
+    assert row.eval_rates["collect_wood"] == 100 and row.eval_rates["place_table"] == 50
+    curve = figure(tmp_path / "out", "achievements_eval")["series"][0]
+    assert curve["frames"] == [40] and curve["mean"] == [1.5]
+
+
+def test_housekeep_rearrangement_success(sweep, tmp_path):
+    runs = []
+    for i, values in enumerate(([0.2, 0.4], [0.4, 0.8])):
+        run = copy_run(run_dirs(sweep)[i], tmp_path / "hk" / f"{i}_seed{i + 1}")
+        config = json.loads((run / "config.json").read_text())
+        config["env_spec"]["name"] = "Housekeep"
+        (run / "config.json").write_text(json.dumps(config))
+        (run / "housekeep.csv").write_text("frame,rearrange_success,pick_success\n"
+                                           f"20,{values[0]},1\n40,{values[1]},1\n")
+        with (run / "train.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        with (run / "train.csv").open("w", newline="") as f:  # per training episode: not plotted
+            writer = csv.DictWriter(f, fieldnames=[*rows[0], "rearrange_success"])
+            writer.writeheader()
+            writer.writerows({**r, "rearrange_success": 0.9} for r in rows)
+        runs.append(run)
+    bare = copy_run(run_dirs(sweep)[2], tmp_path / "bare")
+    config = json.loads((bare / "config.json").read_text())
+    config["env_spec"]["name"] = "Housekeep"
+    (bare / "config.json").write_text(json.dumps(config))
+    report = build_report([tmp_path / "hk"], tmp_path / "out")
+    data = figure(tmp_path / "out", "housekeep_rearrange_success")
+    assert data["ylabel"] == "housekeep/rearrange_success"
+    curve = data["series"]
+    assert [c["method"] for c in curve] == ["Housekeep: ELLM-oracle"]
+    assert curve[0]["mean"] == pytest.approx([0.3, 0.6]) and curve[0]["n_runs"] == [2, 2]
+    assert report.scores == []  # Housekeep runs have no Crafter score
+    no_metric = build_report([bare], tmp_path / "out2")
+    assert "log no rearrangement-success metric" in no_metric.summary.read_text()
+
+
+def test_lm_counters_add_up_across_a_resume(tmp_path):
+    rows = [{"frame": 100, "queries": 10, "api_calls": 4, "cache_hits": 6, "dollars": 0.5},
+            {"frame": 200, "queries": 20, "api_calls": 8, "cache_hits": 12, "dollars": 1.0},
+            {"frame": 300, "queries": 5, "api_calls": 1, "cache_hits": 4, "dollars": 0.1}]
+    run = Run(path=tmp_path, config={}, method="x", csvs={"lm": rows})
+    frames, totals = lm_totals(run)
+    assert frames == 300 and totals["queries"] == 25 and totals["cache_hits"] == 16
+    assert totals["dollars"] == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("config,name", [
+    ({"env_spec": {"lm_spec": {"lm_class": "SimpleOracle"}}}, "ELLM-oracle"),
+    ({"env_spec": {"lm_spec": {"lm_class": "BaselineModel"}}}, "Novelty"),
+    ({"env_spec": {"lm_spec": {"lm_class": "GPTLanguageModel", "lm": "gpt-4o-mini"}}},
+     "ELLM-gpt-4o-mini"),
+    ({"env_spec": {"lm_spec": {"lm_class": "GPTLanguageModel", "dummy_lm": True}}},
+     "ELLM-dummy-LM"),
+    ({"agent": {"_target_": "baselines.rnd.RNDAgent"}}, "RND"),
+    ({"agent": {"_target_": "baselines.rnd.RNDAgent", "noveld": True}}, "NovelD"),
+    ({"agent": {"_target_": "baselines.rnd.RNDAgent", "noveld": False, "noveld_alpha": 0.5}},
+     "RND"),
+    ({"agent": {"_target_": "baselines.rnd.RNDAgent", "use_language": True}}, "RND + language"),
+    ({"agent": {"_target_": "baselines.icm_apt.ICMAPTAgent"}, "use_extr_rew": True},
+     "APT + extrinsic"),
+    ({"agent": {"_target_": "baselines.count.CountAgent"}}, "Count"),
+    ({"env_spec": {"name": "CrafterReward-v1"}}, "Extrinsic reward"),
+    ({"env_spec": {"name": "CrafterReward-v1"},
+      "agent": {"train_eps_min": 1, "train_eps_max": 1, "eval_eps": 1}}, "Random actions"),
+    ({"env_spec": {"name": "Housekeep", "lm_spec": {"lm_class": "GPTHousekeep", "lm": "m"}}},
+     "Housekeep: ELLM-m"),
+    ({"env_spec": {"single_task": "attack cow"}}, "ELLM-oracle [attack cow]"),
+    ({}, "unknown (no config.json)"),
+])
+def test_method_names_from_config(config, name):
+    assert method_name(config) == name
+
+
+def test_group_by_adds_config_values(sweep):
+    runs = load_runs([sweep], group_by=["seed"])
+    assert sorted({r.method for r in runs}) == ["ELLM-oracle seed=1", "ELLM-oracle seed=2",
+                                                "Novelty seed=1", "Novelty seed=2"]
+
+
+# ------------------------------------------------------------------------ CPU preset
+def test_cpu_preset_changes_only_budget_eval_and_epsilon():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    def flat(overrides):
+        with initialize_config_dir(config_dir=str(ROOT), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        data = OmegaConf.to_container(cfg, resolve=False)
+
+        def walk(node, prefix=""):
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    yield from walk(v, f"{prefix}{k}.")
+                else:
+                    yield f"{prefix}{k}", v
+        return dict(walk(data))
+
+    paper, preset = flat([]), flat(["preset=cpu_small"])
+    changed = {k: (paper.get(k), v) for k, v in preset.items() if paper.get(k) != v}
+    assert changed == {
+        "experiment": ("exp", "cpu_small"),
+        "num_train_frames": (5_000_000, 60_000),
+        "eval_every_frames": (25_000, 5_000),
+        "num_eval_episodes": (10, 5),
+        "agent.train_eps_decay_steps": (1_000_000, 30_000),
+    }
+    assert set(paper) == set(preset)
