@@ -6,6 +6,7 @@ expected. Hydra's struct mode already rejects unknown keys.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,8 @@ from text_crafter.env import ENV_SPECS
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
+HOUSEKEEP = "Housekeep"  # env_spec.name of Text-Housekeep (ellm/housekeep_run.py)
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -82,7 +85,8 @@ def validate(cfg: DictConfig) -> None:
            "a cosine similarity in [-1, 1]")
     for key in ("agent.train_eps_min", "agent.train_eps_max", "agent.eval_eps"):
         _check(cfg, key, lambda v: _is_num(v) and 0 <= v <= 1, "a probability in [0, 1]")
-    _check(cfg, "env_spec.name", lambda v: v in ENV_SPECS, f"one of {sorted(ENV_SPECS)}")
+    _check(cfg, "env_spec.name", lambda v: v in ENV_SPECS or v == HOUSEKEEP,
+           f"one of {sorted(ENV_SPECS) + [HOUSEKEEP]}")
     _check(cfg, "env_spec.action_space_type", lambda v: v in ACTION_SPACES,
            f"one of {sorted(ACTION_SPACES)}")
     _check(cfg, "use_language_state", lambda v: v in (None, "sbert"), "null or 'sbert'")
@@ -96,7 +100,15 @@ def validate(cfg: DictConfig) -> None:
         if _get(cfg, key):
             raise ConfigError(f"{key}={_get(cfg, key)!r} is not supported: {why}")
     if _get(cfg, "finetune_snapshot") and not _get(cfg, "snapshot_path"):
-        raise ConfigError("finetune_snapshot=True needs snapshot_path (the pretrained run)")
+        if not _get(cfg, "expl_agent_path"):
+            raise ConfigError("finetune_snapshot=True needs snapshot_path (the pretrained run)")
+        # The original README's Housekeep guided-exploration command passes it with no snapshot.
+        log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
+                    "agent starts fresh and expl_agent_path only guides its exploration")
+    if _get(cfg, "env_spec.name") == HOUSEKEEP:
+        from ellm.housekeep_run import validate as validate_housekeep
+
+        validate_housekeep(cfg)
     resolve_device(_get(cfg, "device"))
 
 

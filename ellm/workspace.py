@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 import ellm
-from ellm import checkpoint
+from ellm import checkpoint, housekeep_run
 from ellm.config import redacted, resolve_device, validate
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, to_gray84
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 
 def make_env(cfg: DictConfig, seed: int):
+    if housekeep_run.is_housekeep(cfg):
+        return housekeep_run.make_env(cfg, seed)
     spec = cfg.env_spec
     return make(spec.name, action_space_type=spec.action_space_type, length=spec.length,
                 dying=spec.dying, seed=seed)
@@ -67,7 +69,8 @@ class Workspace:
         self.env = make_env(cfg, cfg.seed)
         self.extrinsic = self.env.extrinsic
         needs_text = (cfg.use_goal or cfg.use_language_state is not None
-                      or (not self.extrinsic and cfg.env_spec.single_task is None))
+                      or (not self.extrinsic and cfg.env_spec.single_task is None
+                          and not housekeep_run.is_housekeep(cfg)))  # its reward needs no SBERT
         self.embedder = None
         if needs_text:
             from ellm.embed import SentenceEmbedder
@@ -76,7 +79,9 @@ class Workspace:
         self.goals = self._goal_source()
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
-        self.evaluator = Evaluator(self, make_env(cfg, cfg.seed + 10_000), self._goal_source(),
+        housekeep = housekeep_run.is_housekeep(cfg)
+        evaluator = housekeep_run.HousekeepEvaluator if housekeep else Evaluator
+        self.evaluator = evaluator(self, make_env(cfg, cfg.seed + 10_000), self._goal_source(),
                                    keep_until=keep)
 
         replay_dir = self.run_dir / "buffer"
@@ -113,6 +118,8 @@ class Workspace:
 
     # ------------------------------------------------------------------ construction
     def _goal_source(self) -> GoalSource:
+        if housekeep_run.is_housekeep(self.cfg):
+            return housekeep_run.goal_source(self.cfg)
         spec = self.cfg.env_spec
         suggester = build_suggester(spec.lm_spec, all_goals=GOOD_ACTIONS)
         single = None
@@ -206,6 +213,7 @@ class Workspace:
                     "train/epsilon": self.agent.epsilon(self.frame),
                     "train/buffer_size": self.storage.num_transitions,
                     "reward/goal_matches": self.goals.matches,
+                    **housekeep_run.episode_metrics(stats),
                     **{f"time/{k}": v / max(elapsed, 1e-9) for k, v in timer.items()},
                     **self._lm_metrics(),
                     **{f"train/{k}": float(np.mean(v)) for k, v in update_metrics.items()},
@@ -290,6 +298,8 @@ def _achievements(stats: dict[str, float]) -> int:
 
 
 def _summary(metrics: dict[str, float], frame: int) -> str:
+    if "housekeep/rearrange_success" in metrics:
+        return housekeep_run.summary(metrics, frame)
     return (f"[eval @ {frame} frames] achievements/episode "
             f"{metrics.get('eval/episode_reward', float('nan')):.2f}, crafter score "
             f"{metrics.get('eval/score', float('nan')):.2f}%, episode length "

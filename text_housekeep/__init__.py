@@ -1,1 +1,70 @@
-"""Housekeep with text: tidy a house on a symbolic backend built from the Housekeep data."""
+"""Text-Housekeep: tidy a house, with text (ELLM's second environment; HOUSEKEEP.md).
+
+``make("pomaria_2_int", ep_num=2)`` builds one fixed Housekeep episode as a gymnasium
+environment (:mod:`text_housekeep.env`) on the symbolic backend (:mod:`text_housekeep.symbolic`)
+or, in another interpreter, on habitat-sim (:mod:`text_housekeep.bridge`). The episode data is
+a compact conversion of the Housekeep benchmark (Kant et al., 2022, MIT licence:
+``text_housekeep/scenes/LICENSE.txt``) made by ``python -m text_housekeep.convert``.
+
+The default scene is Pomaria_2_int, a train scene: ELLM's own default, Rs_int, is not in the
+data available to us (see docs/housekeep.md).
+
+This package's data, backend and bridge modules stay importable on Python 3.8 (the habitat
+interpreter); only :mod:`text_housekeep.env` needs gymnasium.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from text_housekeep.data import (
+    Episode,
+    HousekeepDataError,
+    episode_count,
+    load_episode,
+    scene_files,
+    shuffled_order,
+)
+
+if TYPE_CHECKING:
+    from text_housekeep.env import HousekeepTextEnv
+
+DEFAULT_TASK = "pomaria_2_int"
+BACKENDS = ("symbolic", "habitat")
+
+
+def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowlevel",
+         backend: str = "symbolic", length: int = 1000, language_state: bool = True,
+         data_dir: str | Path | None = None) -> HousekeepTextEnv:
+    """Episode ``ep_num`` (seed-100 shuffle) of scene ``task`` as a Text-Housekeep env.
+
+    ``action_mode``: ``lowlevel`` (the 6 actions) or ``highlevel`` (go to / pick / place;
+    symbolic only); ``backend``: ``symbolic`` or ``habitat``; ``length``: steps per episode;
+    ``language_state``: put the text observation in ``obs["text_obs"]``; ``data_dir``: converted
+    scenes (default: the shipped ones).
+    """
+    from text_housekeep.env import HousekeepTextEnv
+
+    episode = load_episode(task, ep_num, Path(data_dir) if data_dir is not None else None)
+    if backend == "symbolic":
+        from text_housekeep.symbolic import SymbolicBackend
+
+        simulator = SymbolicBackend(episode, action_mode)
+        shape = (84, 84, 3)
+    elif backend == "habitat":
+        from text_housekeep.bridge import habitat_backend
+
+        simulator = habitat_backend(episode, action_mode)
+        shape = (128, 128, 3)
+    else:
+        raise ValueError(f"env_spec.housekeep_backend={backend!r} is invalid: expected one of "
+                         f"{', '.join(BACKENDS)}")
+    return HousekeepTextEnv(episode, simulator, length=length, language_state=language_state,
+                            image_shape=shape)
+
+
+__all__ = [
+    "BACKENDS", "DEFAULT_TASK", "Episode", "HousekeepDataError", "episode_count", "load_episode",
+    "make", "scene_files", "shuffled_order",
+]

@@ -1,0 +1,242 @@
+"""ELLM on Housekeep (HOUSEKEEP.md §1): closed yes/no LM questions, goals, reward, LM accuracy.
+
+The game (:mod:`text_housekeep`) describes each state with a
+:class:`~text_housekeep.env.HousekeepView`; this module is the method on top of it:
+
+- Questions: for an object ``o`` and a receptacle ``r``, "Should you store a <o> in/on the <r>:"
+  after a three-example yes/no prefix (:func:`yes_no_prompt`). Answered by an :class:`Answerer`:
+  the LM's yes/no mode (P(yes) > ``prob_threshold``, ``GPTLanguageModel``), the episode's
+  ground truth (``SimpleOracle``), or not at all (``BaselineModel`` suggests every pair).
+- Goals (:class:`HousekeepSuggester`): holding ``o``, "o in r" for every *seen* receptacle ``r``
+  answered yes; empty-handed, "pick o" for every *visible* object whose current receptacle is
+  answered no. A goal achieved this episode is dropped (novelty); after a suggested place the
+  object counts as done and gets no more goals.
+- Reward (:class:`HousekeepReward`): exact match of the step's transition caption with the
+  previous step's goals: suggested pick or place +2.5, unsuggested pick or place -0.25, failed
+  grab/release -0.2, anything else 0 (the replay clips to [-1, 1]).
+- LM accuracy: every (object, receptacle) pair the LM answered is compared with the episode's
+  ground truth (:func:`answer_metrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ellm.lm import LMCounters, build_client, parse_lm_spec
+from ellm.lm.base import truncate
+from ellm.lm.client import LMClient
+from text_housekeep.backend import FAILED, PICK, PLACE
+from text_housekeep.env import HousekeepView
+from text_housekeep.text import pick_caption, place_caption
+
+YES_NO_PREFIX = (
+    "A household robot can pick up objects and place them in or on the furniture of a house. "
+    "It tidies up by putting each object where people usually keep it. Answer Yes or No.\n"
+    "Should you store a toothbrush in/on the bathroom sink: Yes\n"
+    "Should you store a frying pan in/on the bedroom bed: No\n"
+    "Should you store a novel in/on the living room shelf: Yes\n"
+)
+SUGGESTED_REWARD = 2.5
+UNSUGGESTED_REWARD = -0.25
+FAILED_REWARD = -0.2
+
+
+def yes_no_prompt(item: str, receptacle: str) -> str:
+    """The closed question about one (object name, receptacle name) pair."""
+    return f"{YES_NO_PREFIX}Should you store a {item} in/on the {receptacle}:"
+
+
+class Answerer(Protocol):
+    """Answers "should object ``obj`` go on receptacle ``rec``?"; None = no answer."""
+
+    def answer(self, view: HousekeepView, obj: int, rec: int) -> bool | None: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+
+class GroundTruthAnswers:
+    """``SimpleOracle`` for Housekeep: the episode's correct mapping (its end matrix)."""
+
+    def __init__(self) -> None:
+        self.counters = LMCounters()
+        self._asked: set[tuple[int, int]] = set()
+
+    def answer(self, view: HousekeepView, obj: int, rec: int) -> bool:
+        if (obj, rec) not in self._asked:  # queries = distinct questions, as with the LM
+            self._asked.add((obj, rec))
+            self.counters.queries += 1
+        return view.is_correct(obj, rec)
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
+
+
+class LMAnswers:
+    """The LM's yes/no mode (``GPTLanguageModel``), asked once per distinct question per run:
+    the answer is a deterministic function of the prompt (cached on disk by the client too)."""
+
+    def __init__(self, client: LMClient) -> None:
+        self.client = client
+        self._memo: dict[str, bool] = {}
+
+    def answer(self, view: HousekeepView, obj: int, rec: int) -> bool | None:
+        prompt = yes_no_prompt(view.object_names[obj], view.receptacle_names[rec])
+        if prompt not in self._memo:
+            answer = self.client.is_yes(prompt)
+            if answer is None:  # error, spent budget or no logprobs: counted by the client
+                return None
+            self._memo[prompt] = answer
+        return self._memo[prompt]
+
+    def metrics(self) -> dict[str, float]:
+        return self.client.metrics()
+
+
+@dataclass
+class AnswerRecord:
+    """One (object, receptacle) pair answered: the answer and the ground truth."""
+
+    answer: bool
+    truth: bool
+
+
+class HousekeepSuggester:
+    """Goals for a Housekeep state (see the module docstring). ``answerer=None`` is the
+    Novelty baseline (every pair suggested, nothing answered)."""
+
+    uses_success_gate = True
+
+    def __init__(self, answerer: Answerer | None, *, novelty_bonus: bool = True,
+                 max_num_goals: int | None = None) -> None:
+        self.answerer = answerer
+        self.novelty_bonus = novelty_bonus
+        self.max_num_goals = max_num_goals
+        self.answers: dict[tuple[int, int], AnswerRecord] = {}
+        self._achieved: set[str] = set()
+        self._done_objects: set[int] = set()
+        self._counters = LMCounters()
+
+    def reset(self) -> None:
+        self._achieved.clear()
+        self._done_objects.clear()
+
+    def suggest(self, view: HousekeepView) -> list[str]:
+        goals: list[str] = []
+        if view.held is not None:
+            obj = view.held
+            if obj not in self._done_objects:
+                goals = [place_caption(view.object_names[obj], view.receptacle_names[r])
+                         for r in view.seen_receptacles if self._ask(view, obj, r) is True]
+        else:
+            goals = [pick_caption(view.object_names[o]) for o in view.visible_objects
+                     if o not in self._done_objects
+                     and self._ask(view, o, view.mapping[o]) is False]
+        goals = [g for g in dict.fromkeys(goals) if g not in self._achieved]
+        return truncate(goals, self.max_num_goals)
+
+    def mark_achieved(self, goal: str) -> None:
+        if self.novelty_bonus:
+            self._achieved.add(goal)
+
+    def mark_object_done(self, obj: int) -> None:
+        """A suggested place put ``obj`` away: no more goals about it this episode."""
+        if self.novelty_bonus:
+            self._done_objects.add(obj)
+
+    def metrics(self) -> dict[str, float]:
+        if self.answerer is None:
+            return {**self._counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
+        return self.answerer.metrics()
+
+    def _ask(self, view: HousekeepView, obj: int, rec: int) -> bool | None:
+        """The answer for (obj, rec): True/False, None when unanswered; the baseline says yes to
+        place and no to keep (every pair becomes a goal)."""
+        if self.answerer is None:
+            return view.held is not None
+        answer = self.answerer.answer(view, obj, rec)
+        if answer is not None:
+            self.answers[(obj, rec)] = AnswerRecord(answer, view.is_correct(obj, rec))
+        return answer
+
+
+def answer_metrics(records: Sequence[Mapping[tuple[int, int], AnswerRecord]]) -> dict[str, float]:
+    """The LM's answers against the ground truth over the distinct pairs in ``records``:
+    ``lm_pairs`` answered, ``lm_accuracy``, ``lm_precision`` (of its yes answers) and
+    ``lm_recall`` (of the correct pairs it was asked about); NaN when undefined."""
+    merged: dict[tuple[int, int], AnswerRecord] = {}
+    for record in records:
+        merged.update(record)
+    rows = list(merged.values())
+    yes = [r for r in rows if r.answer]
+    true = [r for r in rows if r.truth]
+
+    def ratio(num: int, den: int) -> float:
+        return num / den if den else float("nan")
+
+    return {
+        "lm_pairs": float(len(rows)),
+        "lm_accuracy": ratio(sum(r.answer == r.truth for r in rows), len(rows)),
+        "lm_precision": ratio(sum(r.truth for r in yes), len(yes)),
+        "lm_recall": ratio(sum(r.answer for r in true), len(true)),
+    }
+
+
+class HousekeepReward:
+    """The reward table of HOUSEKEEP.md §1: (reward, matched goal or None)."""
+
+    def __call__(self, event_kind: str, caption: str, goals: Sequence[str]
+                 ) -> tuple[float, str | None]:
+        if event_kind == FAILED:
+            return FAILED_REWARD, None
+        if event_kind in (PICK, PLACE):
+            if caption in goals:
+                return SUGGESTED_REWARD, caption
+            return UNSUGGESTED_REWARD, None
+        return 0.0, None
+
+
+class HousekeepGoalSource:
+    """The training loop's goal source for Housekeep (same interface as
+    :class:`ellm.goals.GoalSource`): goals per state, reward per step, novelty bookkeeping."""
+
+    def __init__(self, suggester: HousekeepSuggester, reward: HousekeepReward | None = None):
+        self.suggester = suggester
+        self.goal_reward = reward or HousekeepReward()
+        self.goals: list[str] = []
+        self.matches = 0
+
+    def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+        self.suggester.reset()
+        return self.observe(obs, info)
+
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+        self.goals = self.suggester.suggest(info["view"])
+        return self.goals
+
+    def reward(self, info: Mapping[str, Any]) -> float:
+        event = info["event"]
+        value, matched = self.goal_reward(event.kind, info["transition_caption"], self.goals)
+        if matched is not None:
+            self.matches += 1
+            self.suggester.mark_achieved(matched)
+            if event.kind == PLACE:
+                self.suggester.mark_object_done(event.obj)
+        return value
+
+
+def build_housekeep_suggester(lm_spec: Mapping[str, Any]) -> HousekeepSuggester:
+    """The suggester named by ``lm_spec["lm_class"]`` (aliases such as ``SimpleOracleHousekeep``
+    accepted): ``SimpleOracle`` answers from the ground truth, ``GPTLanguageModel`` asks the LM
+    in yes/no mode (``ellm.lm.build_client``), ``BaselineModel`` suggests every pair."""
+    spec = parse_lm_spec(lm_spec)
+    answerer: Answerer | None
+    if spec.lm_class == "SimpleOracle":
+        answerer = GroundTruthAnswers()
+    elif spec.lm_class == "BaselineModel":
+        answerer = None
+    else:
+        answerer = LMAnswers(build_client(lm_spec))
+    return HousekeepSuggester(answerer, novelty_bonus=spec.novelty_bonus,
+                              max_num_goals=spec.max_num_goals)
