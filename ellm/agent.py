@@ -1,8 +1,8 @@
 """Goal-conditioned double/dueling n-step DQN (ELLM.md section 5).
 
 Built by ``hydra.utils.instantiate(cfg.agent, embedder=..., strings=..., discount=..., nstep=...)``.
-The loop owns the schedule: it calls ``act`` every env step and ``update`` whenever
-``should_update(step)`` holds after the seed frames; ``update`` always does one gradient step.
+The loop owns the schedule: it calls ``act`` every env step and ``update`` every
+``update_every_steps`` env steps after the seed frames; ``update`` always does one gradient step.
 
 Texts reach the network as frozen sentence embeddings. In ``act`` they come straight from the
 shared ``SentenceEmbedder`` (cached per string); in ``update`` batches carry integer ids into the
@@ -311,10 +311,6 @@ class DQNAgent:
         return torch.from_numpy(self.embedder.embed(texts)).to(self.device)
 
     # ------------------------------------------------------------------ learning
-    def should_update(self, step: int) -> bool:
-        """True on the env steps where the loop should call ``update`` (every update_every_steps)."""
-        return step % self.update_every_steps == 0
-
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Frozen sentence embeddings ``[*ids.shape, dim]`` of string-table ids; each id is looked
         up in the string table and embedded once, then served from an id-indexed tensor."""

@@ -140,11 +140,7 @@ class Workspace:
             use_extr_rew=cfg.use_extr_rew)
 
     def agent_obs(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
-        return {
-            "frames": frames,
-            "text_obs": obs["text_obs"] if self.cfg.use_language_state else "",
-            "goal": goal_text(goals) if self.cfg.use_goal else "",
-        }
+        return {"frames": frames, "text_obs": self._text(obs), "goal": self._goal(goals)}
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:
@@ -243,6 +239,11 @@ class Workspace:
         self.logger.close()
         return last_eval
 
+    def _seeded_envs(self) -> dict[str, Any]:
+        """The envs whose worlds follow (seed, episode number): Crafter's train and eval envs."""
+        envs = {"train": self.env, "eval": self.evaluator.env}
+        return {k: e for k, e in envs.items() if hasattr(e, "episode_count")}
+
     def _lm_metrics(self) -> dict[str, float]:
         """LM counters of the training and evaluation suggesters together (the budget entries
         describe the one process-wide ledger, so they are taken once)."""
@@ -281,6 +282,7 @@ class Workspace:
             "config": redacted(self.cfg),
             "versions": {"ellm": getattr(ellm, "__version__", "0.1.0"), "torch": str(torch.__version__)},
             "rng": _rng_state(),
+            "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
         }
         return checkpoint.save(self.run_dir / checkpoint.SNAPSHOT_NAME, self.agent.state_dict(), meta)
 
@@ -289,6 +291,8 @@ class Workspace:
         self.frame, self.episode = int(meta["frame"]), int(meta["episode"])
         self.first_reward_frame = meta.get("first_reward_frame")
         _set_rng_state(meta["rng"])
+        for name, env in self._seeded_envs().items():  # new worlds, not the first ones again
+            env.episode_count = meta.get("env_episodes", {}).get(name, 0)
         log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
                  self.episode)
 

@@ -325,7 +325,7 @@ def test_hydra_instantiate_with_the_original_config_block(embedder) -> None:
     agent = instantiate(cfg.agent, embedder=embedder, strings=CountingStrings("hydra"),
                         discount=0.99, nstep=3)
     assert isinstance(agent, DQNAgent) and agent.obs_shape == OBS_SHAPE
-    assert agent.should_update(8) and not agent.should_update(6)
+    assert agent.update_every_steps == 4
     assert 0 <= agent.act(make_obs(), step=0, eval_mode=False) < 139
 
 

@@ -296,3 +296,17 @@ def test_episode_stats_match_crafter_format():
     assert stats["length"] == 2 and stats["reward"] == 1.0
     assert stats["achievement_collect_wood"] == 1
     assert len([k for k in stats if k.startswith("achievement_")]) == 22
+
+
+def test_episode_count_continues_the_world_sequence():
+    """A resumed run sets the count back: its next world is the one an uninterrupted run gets."""
+    uninterrupted = text_crafter.make("CrafterTextEnv-v1", seed=3)
+    for _ in range(3):
+        third, _ = uninterrupted.reset()
+    resumed = text_crafter.make("CrafterTextEnv-v1", seed=3)
+    resumed.episode_count = 2
+    again, _ = resumed.reset()
+    first, _ = text_crafter.make("CrafterTextEnv-v1", seed=3).reset()
+    assert uninterrupted.episode_count == resumed.episode_count == 3
+    assert np.array_equal(third["image"], again["image"]) and third["text_obs"] == again["text_obs"]
+    assert not np.array_equal(third["image"], first["image"])

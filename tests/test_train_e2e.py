@@ -133,7 +133,8 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     proc.wait()
     assert snap is not None, "no snapshot appeared"
     out = snap.parent
-    killed_at = torch.load(snap, weights_only=True)["meta"]["frame"]
+    killed_meta = torch.load(snap, weights_only=True)["meta"]
+    killed_at = killed_meta["frame"]
     train(tmp_path, *PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
           f"num_train_frames={killed_at + 120}", *TINY[1:])
     assert len(list(tmp_path.glob("exp_local/*/KILL_*"))) == 1  # same run dir
@@ -141,6 +142,9 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     assert meta["frame"] == killed_at + 120
     eval_frames = [int(r["frame"]) for r in rows(out / "eval.csv")]
     assert eval_frames[-1] == killed_at + 120
+    # The resumed envs go on to new worlds instead of replaying the first ones.
+    for env in ("train", "eval"):
+        assert meta["env_episodes"][env] > killed_meta["env_episodes"][env] >= 1
     # Rows and episodes the killed run logged after its snapshot are not counted twice.
     train_frames = [int(r["frame"]) for r in rows(out / "train.csv")]
     episode_frames = [json.loads(line)["frame"]

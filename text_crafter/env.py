@@ -113,6 +113,16 @@ class CrafterTextEnv(gym.Env):
     def player(self) -> Any:
         return self._engine._player
 
+    @property
+    def episode_count(self) -> int:
+        """Resets so far. With a seed, episode k's world is a function of (seed, k), so a resumed
+        training run sets this back to continue with new worlds instead of replaying the first."""
+        return int(self._engine._episode)
+
+    @episode_count.setter
+    def episode_count(self, count: int) -> None:
+        self._engine._episode = int(count)
+
     def describe(self) -> dict[str, str]:
         """Caption, inventory and status sentences and the agent's text observation, now."""
         caption = captions.state_caption(self.world, self.player, self._grid, self.version)
