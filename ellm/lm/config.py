@@ -183,8 +183,9 @@ def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
     """The API key for the endpoint, or None.
 
     OpenAI's API: ``OPENAI_API_KEY``, else the legacy ``openai_key`` entry. Any other
-    ``base_url``: ``ELLM_LM_API_KEY``, else ``openai_key`` (your OpenAI key is never sent to
-    another host). A legacy ``openai_key`` given on the command line arrives through
+    ``base_url``: ``ELLM_LM_API_KEY``, else ``openai_key`` (``OPENAI_API_KEY`` is never sent to
+    another host; a key given explicitly as ``openai_key`` goes to the endpoint configured
+    beside it, as in the original, where it was the only key). A legacy ``openai_key`` given on the command line arrives through
     :data:`LEGACY_KEY_ENV`.
     """
     env = "OPENAI_API_KEY" if is_openai_endpoint(base_url) else "ELLM_LM_API_KEY"
