@@ -41,19 +41,11 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) ->
                         label=f"{curve.method} (n={len(curve.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("frames")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.grid(alpha=0.3)
-    if curves:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    _write_json(path.with_suffix(".json"), {
+    return _save(fig, ax, path, title, ylabel, bool(curves), {
         "title": title, "xlabel": "frames", "ylabel": ylabel,
         "spread": "mean +- std over runs (ddof=0)",
         "series": [c.as_dict() for c in curves]})
-    return path
 
 
 def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mapping[str, float]],
@@ -68,16 +60,21 @@ def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mappi
                width, label=f"{method} (n={n_runs.get(method, 0)})")
     ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=60, ha="right",
                   fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    if series:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    _write_json(path.with_suffix(".json"), {
+    return _save(fig, ax, path, title, ylabel, bool(series), {
         "title": title, "ylabel": ylabel, "categories": list(categories),
         "series": [{"method": m, "n_runs": n_runs.get(m, 0), "values": dict(v)}
                    for m, v in series.items()]})
+
+
+def _save(fig, ax, path: Path, title: str, ylabel: str, legend: bool, data: dict) -> Path:
+    """Label, save and close a figure; write the data behind it next to it as JSON."""
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    _write_json(path.with_suffix(".json"), data)
     return path
