@@ -135,6 +135,25 @@ def test_score_table_matches_the_stats_files(sweep, tmp_path):
     assert "success_rates_eval.png" in summary and "achievements_eval.png" in summary
 
 
+def test_score_table_pools_the_last_evaluations(sweep, tmp_path):
+    report = build_report([sweep], tmp_path, last_evals=2)
+    for row in report.scores:
+        dirs = [d for d in run_dirs(sweep) if method_of(d) == row.method]
+        both = [jsonl(d / "eval" / "stats.jsonl") for d in dirs]  # evaluations at 20 and 40
+        assert [sorted({ep["frame"] for ep in e}) for e in both] == [[20, 40], [20, 40]]
+        assert row.eval_frames == [40, 40] and row.eval_episodes == [2, 2]
+        assert row.eval_score == pytest.approx([score(e) for e in both])
+        assert row.eval_achievements == pytest.approx(
+            [sum(map(unlocked, e)) / len(e) for e in both])
+    summary = report.summary.read_text()
+    assert "achievements / episode, last 2 evals" in summary
+    assert json.loads((tmp_path / "report.json").read_text())["last_evals"] == 2
+    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(sweep), "--out",
+                           str(tmp_path / "cli"), "--last-evals", "0"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "--last-evals must be a positive" in proc.stderr
+
+
 def test_lm_usage_per_million_frames(sweep, tmp_path):
     report = build_report([sweep], tmp_path)
     usage = {u.method: u for u in report.lm}

@@ -37,7 +37,7 @@ from ellm.report.aggregate import (
 )
 from ellm.report.figures import bar_figure, line_figure
 from ellm.report.runs import NotARunDir, Run, load_runs, method_name
-from ellm.report.summary import render
+from ellm.report.summary import evals_label, render
 from text_crafter.stats import ACHIEVEMENTS
 
 __all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]
@@ -49,6 +49,7 @@ class Report:
 
     runs: list[Run]
     out: Path
+    last_evals: int = 1                        # latest evaluations pooled in the score table
     scores: list[MethodScores] = field(default_factory=list)
     lm: list[LMUsage] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
@@ -59,21 +60,22 @@ class Report:
 
 
 def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequence[str] = (),
-                 bin_frames: int | None = None) -> Report:
+                 bin_frames: int | None = None, last_evals: int = 1) -> Report:
     """Read the runs under ``paths`` and write the figures and ``report.md`` into ``out``.
 
     ``group_by``: config keys (dotted) whose value is appended to the method name, to tell apart
     runs of one method with different settings. ``bin_frames``: width of the frame bins of the
-    training-episode curve (default: each run's ``eval_every_frames``). Raises
+    training-episode curve (default: each run's ``eval_every_frames``). ``last_evals``: how many
+    of each run's latest evaluations the score table and success rates pool. Raises
     :class:`NotARunDir` for a path that neither is nor holds a run directory.
     """
     runs = load_runs(paths, group_by)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    report = Report(runs=runs, out=out)
+    report = Report(runs=runs, out=out, last_evals=last_evals)
     crafter = [r for r in runs if r.has_data and not r.housekeep]
     housekeep = [r for r in runs if r.has_data and r.housekeep]
-    report.scores = scores(crafter)
+    report.scores = scores(crafter, last_evals)
     report.lm = lm_usage(runs)
 
     lines = {
@@ -95,7 +97,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
         rates = {m: r for m, r in rates.items() if r}
         if rates:
             n_runs = {s.method: len(getattr(s, f"{kind}_score")) for s in report.scores}
-            what = "last evaluation" if kind == "eval" else "all training episodes"
+            what = evals_label(last_evals) if kind == "eval" else "all training episodes"
             report.figures[f"success_rates_{kind}"] = bar_figure(
                 out / f"success_rates_{kind}.png", ACHIEVEMENTS, rates,
                 f"Success rates ({what})", "success rate (%)", n_runs)
@@ -104,6 +106,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     (out / "report.json").write_text(json.dumps({
         "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
                   "path": str(r.path)} for r in runs],
+        "last_evals": last_evals,
         "scores": [s.as_dict() for s in report.scores],
         "lm": [u.as_dict() for u in report.lm],
         "figures": {k: p.name for k, p in report.figures.items()},

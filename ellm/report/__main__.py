@@ -23,6 +23,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bin-frames", type=int, default=None, metavar="N",
                    help="frame bin width of the training-episode curve "
                         "(default: each run's eval_every_frames)")
+    p.add_argument("--last-evals", type=int, default=1, metavar="K",
+                   help="pool the episodes of each run's K latest evaluations in the score "
+                        "table and success rates (default: 1, the last evaluation)")
     return p
 
 
@@ -33,8 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.bin_frames is not None and args.bin_frames < 1:
         print("error: --bin-frames must be a positive number of frames", file=sys.stderr)
         return 2
+    if args.last_evals < 1:
+        print("error: --last-evals must be a positive number of evaluations", file=sys.stderr)
+        return 2
     try:
-        report = build_report(args.paths, args.out, args.group_by, args.bin_frames)
+        report = build_report(args.paths, args.out, args.group_by, args.bin_frames,
+                              args.last_evals)
     except NotARunDir as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

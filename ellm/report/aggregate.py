@@ -102,10 +102,10 @@ def train_achievements(bin_frames: int | None = None) -> Callable[[Run], Points]
     return points
 
 
-def last_eval_episodes(run: Run) -> list[Mapping[str, float]]:
-    """The episodes of the run's latest evaluation."""
-    groups = _by_frame(run.eval_episodes)
-    return list(groups.values())[-1] if groups else []
+def last_eval_episodes(run: Run, last_evals: int = 1) -> list[Mapping[str, float]]:
+    """The episodes of the run's latest ``last_evals`` evaluations, pooled."""
+    groups = list(_by_frame(run.eval_episodes).values())[-last_evals:]
+    return [ep for eps in groups for ep in eps]
 
 
 @dataclass
@@ -117,25 +117,25 @@ class MethodScores:
     seeds: list[int | None]
     frames: list[int]
     eval_frames: list[int]                    # frame of each run's last evaluation
-    eval_achievements: list[float]            # per run: mean achievements/episode, last eval
-    eval_score: list[float]                   # per run: Crafter score (%), last eval
+    eval_achievements: list[float]            # per run: mean achievements/episode, last evals
+    eval_score: list[float]                   # per run: Crafter score (%), last evals
     train_score: list[float]                  # per run: Crafter score (%), all train episodes
-    eval_rates: dict[str, float]              # mean over runs, last eval, percent
+    eval_rates: dict[str, float]              # mean over runs, last evals, percent
     train_rates: dict[str, float]             # mean over runs, all train episodes, percent
-    eval_episodes: list[int]                  # per run: episodes in the last evaluation
+    eval_episodes: list[int]                  # per run: episodes in the last evaluations
     train_episodes: list[int]                 # per run: training episodes
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def scores(runs: Sequence[Run]) -> list[MethodScores]:
-    """Crafter score and success rates per method: of each run's last evaluation, and of all its
-    training episodes (Crafter's own protocol); runs with no episodes of a kind are left out of
-    that kind's numbers."""
+def scores(runs: Sequence[Run], last_evals: int = 1) -> list[MethodScores]:
+    """Crafter score and success rates per method: of the episodes of each run's last
+    ``last_evals`` evaluations, and of all its training episodes (Crafter's own protocol); runs
+    with no episodes of a kind are left out of that kind's numbers."""
     out = []
     for method, group in by_method([r for r in runs if r.has_data]).items():
-        ev = [(r, last_eval_episodes(r)) for r in group]
+        ev = [(r, last_eval_episodes(r, last_evals)) for r in group]
         ev = [(r, eps) for r, eps in ev if eps]
         tr = [r for r in group if r.train_episodes]
         eval_rates = [success_rates(eps) for _, eps in ev]
@@ -143,7 +143,7 @@ def scores(runs: Sequence[Run]) -> list[MethodScores]:
         out.append(MethodScores(
             method=method, runs=[r.name for r in group], seeds=[r.seed for r in group],
             frames=[r.frames for r in group],
-            eval_frames=[int(eps[0]["frame"]) for _, eps in ev],
+            eval_frames=[int(eps[-1]["frame"]) for _, eps in ev],
             eval_achievements=[float(np.mean([unlocked(ep) for ep in eps])) for _, eps in ev],
             eval_score=[crafter_score(rates) for rates in eval_rates],
             train_score=[crafter_score(rates) for rates in train_rates],

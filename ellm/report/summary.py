@@ -20,8 +20,9 @@ How to read this:
   (epsilon `agent.eval_eps`) at each evaluation, averaged per run, then over runs.
 - *Crafter score*: geometric mean of the 22 achievements' success rates,
   `exp(mean ln(1 + s)) - 1` in percent (Hafner, 2021), per run, then averaged over runs.
-  "last eval" uses the run's latest evaluation; "all training episodes" uses every training
-  episode of the run (Crafter's own protocol, exploration included).
+  "last eval" uses the episodes of the run's latest evaluation ("last K evals": of its K
+  latest, pooled; `--last-evals K`); "all training episodes" uses every training episode of
+  the run (Crafter's own protocol, exploration included).
 - Values are `mean ± std (n runs)`; std over runs with ddof=0; shaded bands in the figures are
   mean ± std. Runs still in progress count with what they have logged so far.
 """
@@ -47,8 +48,15 @@ def _seeds(seeds: Sequence[int | None]) -> str:
     return ", ".join("?" if s is None else str(s) for s in ordered)
 
 
-SCORE_COLUMNS = ("method", "seeds", "frames", "last eval at", "achievements / episode, last eval",
-                 "Crafter score %, last eval", "Crafter score %, all training episodes")
+def evals_label(last_evals: int) -> str:
+    """``last eval`` or ``last K evals``: which evaluations the eval columns pool."""
+    return "last eval" if last_evals == 1 else f"last {last_evals} evals"
+
+
+def score_columns(last_evals: int) -> tuple[str, ...]:
+    evals = evals_label(last_evals)
+    return ("method", "seeds", "frames", "last eval at", f"achievements / episode, {evals}",
+            f"Crafter score %, {evals}", "Crafter score %, all training episodes")
 LM_COLUMNS = ("method", "runs", "frames", "LM queries / 1M frames", "API calls / 1M frames",
               "cache hit rate", "tokens / 1M frames", "$ / 1M frames", "$ spent")
 RUN_COLUMNS = ("method", "seed", "frames", "status", "run directory")
@@ -59,8 +67,8 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def score_table(rows: Sequence[MethodScores]) -> list[str]:
-    return _table(SCORE_COLUMNS, [
+def score_table(rows: Sequence[MethodScores], last_evals: int = 1) -> list[str]:
+    return _table(score_columns(last_evals), [
         (s.method, _seeds(s.seeds), _span(s.frames), _span(s.eval_frames),
          _ms(s.eval_achievements), _ms(s.eval_score), _ms(s.train_score)) for s in rows])
 
@@ -102,9 +110,9 @@ def render(report: Report) -> str:
                 "![achievements per training episode](achievements_train.png)", ""]
 
     if report.scores:
-        out += ["## Crafter score", "", *score_table(report.scores), "",
+        out += ["## Crafter score", "", *score_table(report.scores, report.last_evals), "",
                 "Success rate of each achievement (mean over runs):", ""]
-        for key, what in (("success_rates_eval", "last evaluation"),
+        for key, what in (("success_rates_eval", evals_label(report.last_evals)),
                           ("success_rates_train", "all training episodes")):
             if key in report.figures:
                 out += [f"![success rates, {what}]({key}.png)", ""]
