@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint, housekeep_run
@@ -144,6 +145,16 @@ class Workspace:
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:
+        """Train to ``num_train_frames``; returns the last evaluation's metrics. Evaluation
+        summaries and the run's wall time go to the log (console and ``train.log``)."""
+        start, first_frame = time.perf_counter(), self.frame
+        with logging_redirect_tqdm():  # log lines print above the progress bar
+            last_eval = self._train()
+        log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
+                 time.perf_counter() - start)
+        return last_eval
+
+    def _train(self) -> dict[str, float]:
         cfg = self.cfg
         stack = FrameStack(cfg.frame_stack)
         timer: dict[str, float] = defaultdict(float)
@@ -232,7 +243,7 @@ class Workspace:
                 last_eval = self.evaluator.run(self.frame)
                 self.logger.log({**last_eval, **self._lm_metrics()}, self.frame)
                 if last_eval:
-                    bar.write(_summary(last_eval, self.frame))
+                    log.info(_summary(last_eval, self.frame))
                 if cfg.save_snapshot:
                     self.save_snapshot()
         bar.close()

@@ -74,6 +74,10 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
     assert float(lm_rows[-1]["queries"]) > 0
     snapshot = torch.load(pretrained / "snapshot.pt", weights_only=True)
     assert snapshot["meta"]["frame"] == 240 and snapshot["meta"]["episode"] == 6
+    log = (pretrained / "train.log").read_text()
+    assert "[eval @ 120 frames] achievements/episode" in log
+    assert "[eval @ 240 frames] achievements/episode" in log
+    assert "trained frames 0-240 in " in log  # the run's wall time
 
 
 def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
