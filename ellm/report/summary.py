@@ -57,6 +57,8 @@ def score_columns(last_evals: int) -> tuple[str, ...]:
     evals = evals_label(last_evals)
     return ("method", "seeds", "frames", "last eval at", f"achievements / episode, {evals}",
             f"Crafter score %, {evals}", "Crafter score %, all training episodes")
+
+
 LM_COLUMNS = ("method", "runs", "frames", "LM queries / 1M frames", "API calls / 1M frames",
               "cache hit rate", "tokens / 1M frames", "$ / 1M frames", "$ spent")
 RUN_COLUMNS = ("method", "seed", "frames", "status", "run directory")
