@@ -1,7 +1,56 @@
-"""Shared test set-up: everything runs offline."""
+"""Shared test set-up: everything runs offline; ``run_train`` runs ``train.py`` as a user would."""
 
+from __future__ import annotations
+
+import csv
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A few hundred frames on 40-step episodes: every code path of a run, in about half a minute.
+TINY = [
+    "num_train_frames=240", "num_seed_frames=60", "eval_every_frames=120",
+    "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
+    "batch_size=8", "agent.critic_target_update_every_steps=40", "progress=false",
+]
+# The original README's oracle pretraining command.
+PRETRAIN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+            "env_spec.lm_spec.lm_class=SimpleOracle"]
+
+
+def train_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a test run: offline, with its LM cache and W&B files under ``cwd``."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "WANDB_MODE": "offline", "ELLM_CACHE_DIR": str(cwd / "lm_cache"),
+            "WANDB_DIR": str(cwd), "WANDB_CACHE_DIR": str(cwd / "wandb_cache"),
+            "WANDB_CONFIG_DIR": str(cwd / "wandb_cfg"), "OMP_NUM_THREADS": "1",
+            **(extra or {})}
+
+
+def run_train(cwd: Path, *overrides: str, check: bool = True, timeout: float = 400,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python train.py OVERRIDES`` in ``cwd``; with ``check``, a failure shows its stderr."""
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd,
+                          env=train_env(cwd, extra_env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def find_run(cwd: Path, exp_name: str) -> Path:
+    """The one run dir of ``exp_name`` under ``cwd/exp_local``."""
+    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
+    return found
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))

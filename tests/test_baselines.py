@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
+from conftest import csv_rows, run_train
 import torch
 from torch import nn
 
@@ -481,16 +482,6 @@ SCENARIOS = {
 }
 
 
-def train(cwd: Path, *overrides: str) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ELLM_CACHE_DIR": str(cwd / "lm_cache")}
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=400, check=False)
-    assert proc.returncode == 0, f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
-
-
-def csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 def snapshot(run: Path) -> dict:
@@ -500,7 +491,7 @@ def snapshot(run: Path) -> dict:
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name):
     overrides, metrics = SCENARIOS[name]
-    train(tmp_path, *overrides, *TINY, "num_train_frames=60", f"exp_name={name}")
+    run_train(tmp_path, *overrides, *TINY, "num_train_frames=60", f"exp_name={name}")
     (run,) = tmp_path.glob(f"exp_local/*/{name}_*")
     first = snapshot(run)
     assert first["meta"]["frame"] == 60
@@ -510,7 +501,7 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name
     for key in metrics:
         assert math.isfinite(float(train_rows[-1][key])), key
 
-    train(tmp_path, *overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
+    run_train(tmp_path, *overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
           f"exp_name={name}")
     assert list(tmp_path.glob("exp_local/*/*")) == [run]
     resumed = snapshot(run)

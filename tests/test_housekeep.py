@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import csv_rows, find_run, run_train
 from hydra import compose, initialize_config_dir
 
 import text_housekeep as th
@@ -478,28 +479,6 @@ def readme_command(command: str, **changes: str) -> list[str]:
     return [f"{key}={value}" for key, value in args.items()]
 
 
-def train(cwd: Path, args: list[str], timeout: float = 400, check: bool = True):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "ELLM_CACHE_DIR": str(cwd / "lm_cache"), "WANDB_DIR": str(cwd),
-           "WANDB_CACHE_DIR": str(cwd / "wandb_cache"), "WANDB_CONFIG_DIR": str(cwd / "wandb_cfg"),
-           "OPENAI_API_KEY": ""}
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return proc
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
-def run_dir(cwd: Path, exp_name: str) -> Path:
-    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
-    return found
-
-
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> Path:
     """The README's Housekeep pretraining command (GPT, yes/no logprobs) against a local
@@ -519,12 +498,12 @@ def pretrained(tmp_path_factory) -> Path:
     cwd = tmp_path_factory.mktemp("housekeep_pretrain")
     with OpenAITestServer() as server:
         server.responder = responder
-        train(cwd, readme_command(README_PRETRAIN, env_spec__lm_spec__base_url=server.base_url,
+        run_train(cwd, *readme_command(README_PRETRAIN, env_spec__lm_spec__base_url=server.base_url,
                                   env_spec__housekeep_ep_num="0"))
         requests = len(server.requests)
-    out = run_dir(cwd, "TEST_RUN")
+    out = find_run(cwd, "TEST_RUN")
     assert requests > 0
-    lm = rows(out / "lm.csv")[-1]
+    lm = csv_rows(out / "lm.csv")[-1]
     assert float(lm["api_calls"]) == requests  # every distinct question asked once
     return out
 
@@ -533,13 +512,13 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     config = json.loads((pretrained / "config.json").read_text())
     assert config["env_spec"]["name"] == "Housekeep"
     assert config["env_spec"]["housekeep_task"] == th.DEFAULT_TASK
-    housekeep = rows(pretrained / "housekeep.csv")
+    housekeep = csv_rows(pretrained / "housekeep.csv")
     assert [int(r["frame"]) for r in housekeep] == [60, 120]
     for key in ("rearrange_success", "misplaced_success", "pick_success", "place_success",
                 "soft_score", "lm_accuracy", "lm_pairs"):
         assert key in housekeep[0]
     assert 0.0 <= float(housekeep[-1]["lm_accuracy"]) <= 1.0
-    train_rows = rows(pretrained / "train.csv")
+    train_rows = csv_rows(pretrained / "train.csv")
     assert len(train_rows) == 4 and "rearrange_success" in train_rows[0]
     stats = [json.loads(line) for line in
              (pretrained / "eval" / "stats.jsonl").read_text().splitlines()]
@@ -550,24 +529,24 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
 
 
 def test_finetuning_with_the_oracle_from_the_snapshot(pretrained, tmp_path):
-    train(tmp_path, readme_command(README_FINETUNE, snapshot_path=str(pretrained)))
-    out = run_dir(tmp_path, "FINETUNE_RUN")
+    run_train(tmp_path, *readme_command(README_FINETUNE, snapshot_path=str(pretrained)))
+    out = find_run(tmp_path, "FINETUNE_RUN")
     assert torch.load(out / "snapshot.pt", weights_only=True)["meta"]["frame"] == 120
-    lm = rows(out / "lm.csv")[-1]
+    lm = csv_rows(out / "lm.csv")[-1]
     assert float(lm["queries"]) > 0 and float(lm["api_calls"]) == 0  # the oracle: no API
-    assert float(rows(out / "housekeep.csv")[-1]["lm_accuracy"]) == 1.0
+    assert float(csv_rows(out / "housekeep.csv")[-1]["lm_accuracy"]) == 1.0
 
 
 def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
-    proc = train(tmp_path, readme_command(README_EXPLORE, expl_agent_path=str(pretrained)))
+    proc = run_train(tmp_path, *readme_command(README_EXPLORE, expl_agent_path=str(pretrained)))
     assert "finetune_snapshot=True without snapshot_path" in proc.stdout + proc.stderr
-    out = run_dir(tmp_path, "EXPL_RUN")
+    out = find_run(tmp_path, "EXPL_RUN")
     assert "guided exploration from" in (out / "train.log").read_text()
-    assert len(rows(out / "eval.csv")) == 2
+    assert len(csv_rows(out / "eval.csv")) == 2
 
 
 def test_bad_scene_stops_train_py_before_training(tmp_path):
-    proc = train(tmp_path, ["env_spec.name=Housekeep", "env_spec.housekeep_task=rs_int",
+    proc = run_train(tmp_path, *["env_spec.name=Housekeep", "env_spec.housekeep_task=rs_int",
                             "exp_name=BAD", *[f"{k}={v}" for k, v in TINY.items()]],
                  check=False, timeout=120)
     assert proc.returncode == 2

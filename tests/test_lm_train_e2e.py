@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import csv_rows
 
 try:
     from tests.openai_test_server import OpenAITestServer, Reply
@@ -27,10 +28,6 @@ SECRETS = {"OPENAI_API_KEY": "sk-env-openai-SECRET-1", "ELLM_LM_API_KEY": "env-l
 CLI_SECRET = "sk-cli-legacy-SECRET-3"
 FRAMES = 80
 
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -76,13 +73,13 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(ser
     (run,) = tmp_path.glob("exp_local/*/LMRUN_*")
 
     # Training went on to the end, and evaluated.
-    assert int(rows(run / "train.csv")[-1]["frame"]) == FRAMES
-    assert [int(r["frame"]) for r in rows(run / "eval.csv")] == [FRAMES]
+    assert int(csv_rows(run / "train.csv")[-1]["frame"]) == FRAMES
+    assert [int(r["frame"]) for r in csv_rows(run / "eval.csv")] == [FRAMES]
     # The failing state was asked max_retries + 1 times per visit, then given up on.
     sent = [prompt_of(r.body) for r in server.requests]
     assert sent.count(doomed[0]) > 0 and sent.count(doomed[0]) % 3 == 0
     assert "giving up after 3 attempt(s)" in proc.stdout + proc.stderr  # the logged warning
-    lm = rows(run / "lm.csv")[-1]
+    lm = csv_rows(run / "lm.csv")[-1]
     assert float(lm["api_errors"]) >= 1
     assert float(lm["retries"]) == 2 * float(lm["api_errors"])  # only failures were retried
     assert float(lm["queries"]) > float(lm["api_errors"])

@@ -14,55 +14,28 @@ from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "num_train_frames=240", "num_seed_frames=60", "eval_every_frames=120",
-    "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
-    "batch_size=8", "agent.critic_target_update_every_steps=40", "progress=false",
-]
-PRETRAIN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
-            "env_spec.lm_spec.lm_class=SimpleOracle"]
+from conftest import PRETRAIN, ROOT, TINY, csv_rows, find_run, run_train, train_env
 
 
-def train(cwd: Path, *overrides: str, check: bool = True, timeout: float = 400,
-          extra_env: dict[str, str] | None = None):
-    env = {**os.environ, **(extra_env or {}), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "ELLM_CACHE_DIR": str(cwd / "lm_cache"), "WANDB_DIR": str(cwd),
-           "WANDB_CACHE_DIR": str(cwd / "wandb_cache"), "WANDB_CONFIG_DIR": str(cwd / "wandb_cfg")}
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return proc
 
-
-def run_dir(cwd: Path, exp_name: str) -> Path:
-    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
-    return found
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> Path:
     """The README's oracle pretraining command, unchanged but for the budget."""
     cwd = tmp_path_factory.mktemp("pretrain")
-    train(cwd, *PRETRAIN, "exp_name=TEST_RUN", *TINY)
-    return run_dir(cwd, "TEST_RUN")
+    run_train(cwd, *PRETRAIN, "exp_name=TEST_RUN", *TINY)
+    return find_run(cwd, "TEST_RUN")
 
 
 def test_pretraining_writes_a_complete_run_dir(pretrained):
     names = {p.name for p in pretrained.iterdir()}
     assert {"config.json", "snapshot.pt", "train.csv", "eval.csv", "lm.csv", "train",
             "eval", "buffer"} <= names
-    train_rows = rows(pretrained / "train.csv")
+    train_rows = csv_rows(pretrained / "train.csv")
     assert len(train_rows) == 6  # 240 frames of 40-step episodes
     assert int(train_rows[-1]["frame"]) == 240
-    eval_rows = rows(pretrained / "eval.csv")
+    eval_rows = csv_rows(pretrained / "eval.csv")
     assert [int(r["frame"]) for r in eval_rows] == [120, 240]
     assert {"episode_reward", "score", "episode_length"} <= set(eval_rows[0])
     assert len((pretrained / "train" / "stats.jsonl").read_text().splitlines()) == 6
@@ -70,7 +43,7 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
     assert len(list((pretrained / "buffer").glob("*.npz"))) == 6
     config = json.loads((pretrained / "config.json").read_text())
     assert config["use_goal"] is True and config["env_spec"]["lm_spec"]["lm_class"] == "SimpleOracle"
-    lm_rows = rows(pretrained / "lm.csv")
+    lm_rows = csv_rows(pretrained / "lm.csv")
     assert float(lm_rows[-1]["queries"]) > 0
     snapshot = torch.load(pretrained / "snapshot.pt", weights_only=True)
     assert snapshot["meta"]["frame"] == 240 and snapshot["meta"]["episode"] == 6
@@ -81,36 +54,36 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
 
 
 def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
-    train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+    run_train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
           "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
           "decay_after_reward=True", 'env_spec.single_task="attack cow"',
           f"expl_agent_path={pretrained}", "num_train_frames=200", "exp_name=TEST_RUN",
           *TINY[1:])
-    out = run_dir(tmp_path, "TEST_RUN")
-    eval_rows = rows(out / "eval.csv")
-    assert "attack_cow" in rows(out / "goals.csv")[0]
+    out = find_run(tmp_path, "TEST_RUN")
+    eval_rows = csv_rows(out / "eval.csv")
+    assert "attack_cow" in csv_rows(out / "goals.csv")[0]
     assert len(eval_rows) == 2
 
 
 def test_finetuning_from_the_snapshot(pretrained, tmp_path):
-    train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+    run_train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
           "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
           "decay_after_reward=True", "finetune_snapshot=True", "agent.train_eps_max=.5",
           "lr=0.00002", 'env_spec.single_task="attack cow"', f"snapshot_path={pretrained}",
           "num_train_frames=200", "exp_name=TEST_RUN", *TINY[1:])
-    out = run_dir(tmp_path, "TEST_RUN")
+    out = find_run(tmp_path, "TEST_RUN")
     assert out != pretrained
     snapshot = torch.load(out / "snapshot.pt", weights_only=True)
     assert snapshot["meta"]["frame"] == 200  # a fresh run: counters start at 0
-    first = rows(out / "train.csv")[0]
+    first = csv_rows(out / "train.csv")[0]
     assert float(first["epsilon"]) == pytest.approx(0.5)  # held at train_eps_max
 
 
 def test_tensorboard_and_wandb_offline(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    train(tmp_path, "use_tb=True", "use_wandb=True", "exp_name=MON", *TINY)
-    out = run_dir(tmp_path, "MON")
+    run_train(tmp_path, "use_tb=True", "use_wandb=True", "exp_name=MON", *TINY)
+    out = find_run(tmp_path, "MON")
     events = EventAccumulator(str(out / "tb"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
@@ -122,9 +95,8 @@ def test_tensorboard_and_wandb_offline(tmp_path):
 def test_resume_after_kill_9_continues_the_counters(tmp_path):
     args = [*PRETRAIN, "exp_name=KILL", *TINY[:1], "num_train_frames=100000", *TINY[1:]]
     args = [a for a in args if a != "num_train_frames=240"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ELLM_CACHE_DIR": str(tmp_path / "lm_cache")}
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=train_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     snap = None
     while time.time() < deadline:
@@ -139,18 +111,18 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     out = snap.parent
     killed_meta = torch.load(snap, weights_only=True)["meta"]
     killed_at = killed_meta["frame"]
-    train(tmp_path, *PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
+    run_train(tmp_path, *PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
           f"num_train_frames={killed_at + 120}", *TINY[1:])
     assert len(list(tmp_path.glob("exp_local/*/KILL_*"))) == 1  # same run dir
     meta = torch.load(snap, weights_only=True)["meta"]
     assert meta["frame"] == killed_at + 120
-    eval_frames = [int(r["frame"]) for r in rows(out / "eval.csv")]
+    eval_frames = [int(r["frame"]) for r in csv_rows(out / "eval.csv")]
     assert eval_frames[-1] == killed_at + 120
     # The resumed envs go on to new worlds instead of replaying the first ones.
     for env in ("train", "eval"):
         assert meta["env_episodes"][env] > killed_meta["env_episodes"][env] >= 1
     # Rows and episodes the killed run logged after its snapshot are not counted twice.
-    train_frames = [int(r["frame"]) for r in rows(out / "train.csv")]
+    train_frames = [int(r["frame"]) for r in csv_rows(out / "train.csv")]
     episode_frames = [json.loads(line)["frame"]
                       for line in (out / "train" / "stats.jsonl").read_text().splitlines()]
     eval_episode_frames = [json.loads(line)["frame"]
@@ -171,7 +143,7 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     ("batch_size=abc", "batch_size"),
 ])
 def test_bad_input_fails_before_training_naming_the_key(tmp_path, override, message):
-    proc = train(tmp_path, "exp_name=BAD", *TINY, override, check=False, timeout=120,
+    proc = run_train(tmp_path, "exp_name=BAD", *TINY, override, check=False, timeout=120,
                  extra_env={"CUDA_VISIBLE_DEVICES": ""})  # no GPU, whatever the machine
     assert proc.returncode != 0
     assert message in proc.stderr
@@ -180,12 +152,12 @@ def test_bad_input_fails_before_training_naming_the_key(tmp_path, override, mess
 
 
 def test_unknown_key_is_rejected(tmp_path):
-    proc = train(tmp_path, "num_train_frame=10", check=False, timeout=60)
+    proc = run_train(tmp_path, "num_train_frame=10", check=False, timeout=60)
     assert proc.returncode != 0 and "num_train_frame" in proc.stderr
 
 
 def test_incompatible_checkpoint_names_the_keys(pretrained, tmp_path):
-    proc = train(tmp_path, "env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
+    proc = run_train(tmp_path, "env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
                  "finetune_snapshot=True", "use_goal=False", "exp_name=MISMATCH", *TINY,
                  check=False, timeout=120)
     assert proc.returncode != 0 and "use_goal" in proc.stderr
@@ -208,18 +180,18 @@ def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
 
     with OpenAITestServer() as server:
         server.responder = responder
-        train(tmp_path, "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+        run_train(tmp_path, "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
               "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=test-model",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.max_retries=1",
               "env_spec.lm_spec.timeout=2", "+env_spec.lm_spec.backoff=0.0",
               "exp_name=OUTAGE", *TINY, extra_env={"OPENAI_API_KEY": ""})
         failed_requests = len(server.requests) - len(answered)
-    out = run_dir(tmp_path, "OUTAGE")
-    lm = rows(out / "lm.csv")
+    out = find_run(tmp_path, "OUTAGE")
+    lm = csv_rows(out / "lm.csv")
     assert len(answered) == 5 and failed_requests > 0
     assert float(lm[-1]["api_errors"]) > 0
     assert float(lm[-1]["api_calls"]) == len(answered) + failed_requests
-    assert [int(r["frame"]) for r in rows(out / "eval.csv")] == [120, 240]
+    assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [120, 240]
 
 
 def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
@@ -233,7 +205,7 @@ def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
     secret = "sk-test-" + "7f3a9c" * 4
     with OpenAITestServer() as server:
         server.default = Reply.bullets("chop tree")
-        proc = train(tmp_path, "-m", "seed=1,2", "env_spec.use_sbert=True", "use_goal=True",
+        proc = run_train(tmp_path, "-m", "seed=1,2", "env_spec.use_sbert=True", "use_goal=True",
                      "env_spec.lm_spec.lm_class=GPTLanguageModel",
                      "env_spec.lm_spec.lm=test-model",
                      f"env_spec.lm_spec.base_url={server.base_url}",
@@ -248,7 +220,7 @@ def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0_seed1", "1_seed2"]
     for job in jobs:
-        assert [int(r["frame"]) for r in rows(sweep / job / "eval.csv")] == [80]
+        assert [int(r["frame"]) for r in csv_rows(sweep / job / "eval.csv")] == [80]
     assert secret not in proc.stdout + proc.stderr
     for path in tmp_path.rglob("*"):
         if path.is_file():
