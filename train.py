@@ -53,22 +53,18 @@ def take_key_overrides(argv: list[str]) -> list[str]:
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from ellm.config import ConfigError
     from ellm.checkpoint import CheckpointError
+    from ellm.config import ConfigError
     from ellm.workspace import Workspace
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         workspace = Workspace(cfg, run_dir)
     except (ConfigError, CheckpointError, ValueError) as exc:
-        log.error("invalid configuration: %s", exc)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    final = workspace.train()
-    print(f"\nrun dir: {run_dir}")
-    if final:
-        print("final eval: " + ", ".join(
-            f"{k}={v:.3g}" for k, v in final.items() if k.startswith("eval/")))
+    workspace.train()
+    print("\n" + workspace.closing_message())
 
 
 if __name__ == "__main__":

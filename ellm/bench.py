@@ -1,6 +1,7 @@
 """Speed of the training loop, measured side by side in one process.
 
     python -m ellm.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
+    python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -11,11 +12,20 @@
 The bound implied by (1) and (2) is ``1 / (env + update / update_every_steps)`` frames/s; the
 loop's frames/s is printed as a fraction of it (target >= 0.8). Also prints bytes per stored
 transition on disk and in RAM. Extra ``key=value`` arguments are Hydra overrides.
+
+``--side-by-side`` instead runs ``train.py`` with the default settings (no thread variables in
+the environment) once alone, then twice at the same time, and prints each run's frames/s
+(training episodes after the first, updates on) against the run alone (target: each of two
+side-by-side runs >= 0.4x of one run alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,13 +58,58 @@ def _train_more(ws, frames: int) -> None:
     ws.train()
 
 
+SIDE_BY_SIDE = [
+    *BASE[:4], "env_spec.length=100", "num_seed_frames=200", "num_eval_episodes=0",
+    "save_snapshot=false", "eval_every_frames=100000000", "progress=false",
+]
+
+
+def _run_fps(run_dir: Path) -> float:
+    """Mean frames/s of a run's training episodes after the first (start-up excluded)."""
+    with (run_dir / "train.csv").open() as f:
+        fps = [float(row["fps"]) for row in csv.DictReader(f)][1:]
+    return sum(fps) / max(len(fps), 1)
+
+
+def side_by_side(frames: int, overrides: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}  # the defaults are under test
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def launch(name: str) -> tuple[subprocess.Popen, Path]:
+            out = Path(tmp) / name
+            cmd = [sys.executable, str(ROOT / "train.py"), *SIDE_BY_SIDE,
+                   f"num_train_frames={frames}", f"hydra.run.dir={out}", *overrides]
+            return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True), out
+
+        def finish(jobs: list[tuple[subprocess.Popen, Path]]) -> list[float]:
+            for proc, _ in jobs:
+                _, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise SystemExit(f"train.py failed:\n{err[-2000:]}")
+            return [_run_fps(out) for _, out in jobs]
+
+        (alone,) = finish([launch("alone")])
+        pair = finish([launch("a"), launch("b")])
+    print(f"one run alone             : {alone:6.1f} frames/s")
+    for name, fps in zip("ab", pair):
+        print(f"run {name} beside the other  : {fps:6.1f} frames/s = {fps / alone:.2f}x of one "
+              "run alone (target >= 0.4)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1500, help="frames per timed phase")
     parser.add_argument("--updates", type=int, default=60, help="updates in the update phase")
     parser.add_argument("--workers", type=int, default=1, help="replay_buffer_num_workers")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="default-settings train.py runs: one alone, then two together")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        side_by_side(max(args.frames, 3000), args.overrides)
+        return
     common = BASE + [f"replay_buffer_num_workers={args.workers}"] + args.overrides
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,67 +1,47 @@
-"""Checks of the training config before anything starts, and secret-free copies of it.
+"""The training config, checked once before anything starts, and secret-free copies of it.
 
-Every problem is reported as a :class:`ConfigError` naming the offending key and what was
-expected. Hydra's struct mode already rejects unknown keys.
+Each block has a typed schema here (:class:`RunOptions`, :class:`AgentOptions`), the LM spec has
+:class:`ellm.lm.LMSpec`, and each game checks its own keys (:meth:`ellm.games.Game.validate`);
+``config.yaml`` documents every key where it is defined. Every problem is a
+:class:`ConfigError` naming the key and what was expected; Hydra's struct mode already rejects
+unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted and ignored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from text_crafter.actions import ACTION_SPACES, GOOD_ACTIONS
-from text_crafter.env import ENV_SPECS
+from ellm.errors import ConfigError
+from ellm.games import Game, find_game
+from ellm.lm import parse_lm_spec
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
-HOUSEKEEP = "Housekeep"  # env_spec.name of Text-Housekeep (ellm/housekeep_run.py)
 log = logging.getLogger(__name__)
 
+# The original's spellings of our agent classes (``agent._target_=...``).
+AGENT_ALIASES = {"dqn.DQNAgent": "ellm.agent.DQNAgent"}
 
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key."""
-
-
-def _get(cfg: DictConfig, key: str) -> Any:
-    return OmegaConf.select(cfg, key, throw_on_missing=False)
-
-
-def _check(cfg: DictConfig, key: str, ok: Callable[[Any], bool], expected: str) -> None:
-    value = _get(cfg, key)
-    try:
-        good = ok(value)
-    except TypeError:
-        good = False
-    if not good:
-        raise ConfigError(f"{key}={value!r} is invalid: expected {expected}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-INT_RANGES = {
-    "num_train_frames": 0, "num_seed_frames": 0, "eval_every_frames": 1, "num_eval_episodes": 0,
-    "frame_stack": 1, "nstep": 1, "batch_size": 1, "replay_buffer_size": 1,
-    "replay_buffer_num_workers": 0, "train_log_every": 1, "seed": 0, "env_spec.length": 1,
-    "agent.update_every_steps": 1, "agent.critic_target_update_every_steps": 1,
-    "agent.train_eps_decay_steps": 0, "agent.hidden_dim": 1,
+# Keys of the original config that are accepted so its commands run, and what happens to them.
+IGNORED_KEYS: dict[str, str] = {
+    "train_log_every": "training metrics are logged once per episode",
+    "vocab_size": "the original's word vocabulary; text is encoded by SBERT",
+    "agent.vocab": "the original's word vocabulary; text is encoded by SBERT",
+    "agent.use_tb": "the logger writes TensorBoard (top-level use_tb), not the agent",
+    "agent.use_wandb": "the logger writes W&B (top-level use_wandb), not the agent",
+    "env_spec.max_seq_len": "text is kept as strings, not token arrays",
+    "env_spec.env_reward": "set by the code in the original",
+    "env_spec.use_sbert": "SBERT is the only text encoder",
+    "env_spec.device": "the SBERT reward model runs on the run's device",
+    "eval_video_goals": "eval videos are not implemented",
 }
-BOOL_KEYS = (
-    "use_goal", "use_image", "use_tb", "use_wandb", "save_snapshot", "save_buffer",
-    "finetune_snapshot", "clip_reward", "single_goal_eval", "train_after_reward",
-    "decay_after_reward", "use_extr_rew", "env_spec.dying", "env_spec.use_sbert",
-    "env_spec.use_language_state", "env_spec.check_ac_success",
-    "env_spec.lm_spec.novelty_bonus", "env_spec.lm_spec.dummy_lm",
-)
 UNSUPPORTED = {
     "env_spec.use_state_captioner": "learned captioners need weights the authors never published",
     "env_spec.use_transition_captioner": "learned captioners need weights the authors never published",
@@ -72,44 +52,169 @@ UNSUPPORTED = {
 }
 
 
-def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError for the first invalid value found."""
-    for key, low in INT_RANGES.items():
-        _check(cfg, key, lambda v, low=low: _is_int(v) and v >= low, f"an integer >= {low}")
-    for key in BOOL_KEYS:
-        _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
-    _check(cfg, "discount", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
-    _check(cfg, "lr", lambda v: _is_num(v) and v > 0, "a positive number")
-    _check(cfg, "other_model_prob", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
-    _check(cfg, "env_spec.threshold", lambda v: _is_num(v) and -1 <= v <= 1,
-           "a cosine similarity in [-1, 1]")
-    for key in ("agent.train_eps_min", "agent.train_eps_max", "agent.eval_eps"):
-        _check(cfg, key, lambda v: _is_num(v) and 0 <= v <= 1, "a probability in [0, 1]")
-    _check(cfg, "env_spec.name", lambda v: v in ENV_SPECS or v == HOUSEKEEP,
-           f"one of {sorted(ENV_SPECS) + [HOUSEKEEP]}")
-    _check(cfg, "env_spec.action_space_type", lambda v: v in ACTION_SPACES,
-           f"one of {sorted(ACTION_SPACES)}")
-    _check(cfg, "use_language_state", lambda v: v in (None, "sbert"), "null or 'sbert'")
-    _check(cfg, "finetune_settings", lambda v: v in ("train_all", "linear", "critic"),
-           "train_all, linear or critic")
-    _check(cfg, "env_spec.single_task", lambda v: v is None or v in GOOD_ACTIONS,
-           f"null or one of {list(GOOD_ACTIONS)}")
-    _check(cfg, "env_spec.single_goal_hierarchical", lambda v: v in (False, True, "reward_last"),
-           "False, True or reward_last")
+# ---------------------------------------------------------------------------- schema helpers
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _key(expected: str, ok: Callable[[Any], bool]) -> Any:
+    """A schema field: what a valid value is, in words and as a test."""
+    return field(metadata={"expected": expected, "ok": ok})
+
+
+def _int(low: int) -> Any:
+    return _key(f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
+
+
+def _bool() -> Any:
+    return _key("true or false", lambda v: isinstance(v, bool))
+
+
+def _prob() -> Any:
+    return _key("a probability in [0, 1]", lambda v: _is_num(v) and 0 <= v <= 1)
+
+
+def _one_of(*choices: Any) -> Any:
+    return _key(f"one of {', '.join(map(str, choices))}", lambda v: v in choices)
+
+
+def parse(schema: type, node: Any, prefix: str = "") -> Any:
+    """An instance of the dataclass ``schema`` from a config node, checking every field."""
+    values = {}
+    for f in dataclasses.fields(schema):
+        key = f"{prefix}{f.name}"
+        value = OmegaConf.select(node, f.name, throw_on_missing=False)
+        try:
+            good = f.metadata["ok"](value)
+        except TypeError:
+            good = False
+        if not good:
+            raise ConfigError(f"{key}={value!r} is invalid: expected {f.metadata['expected']}")
+        values[f.name] = value
+    return schema(**values)
+
+
+# ---------------------------------------------------------------------------- schemas
+@dataclass(frozen=True)
+class RunOptions:
+    """Top-level keys of ``config.yaml`` (documented there)."""
+
+    num_train_frames: int = _int(0)
+    num_seed_frames: int = _int(0)
+    eval_every_frames: int = _int(1)
+    num_eval_episodes: int = _int(0)
+    frame_stack: int = _int(1)
+    nstep: int = _int(1)
+    batch_size: int = _int(1)
+    replay_buffer_size: int = _int(1)
+    replay_buffer_num_workers: int = _int(0)
+    seed: int = _int(0)
+    torch_threads: int | str = _key("auto or an integer >= 1",
+                                    lambda v: v == "auto" or (_is_int(v) and v >= 1))
+    discount: float = _key("a number in (0, 1]", lambda v: _is_num(v) and 0 < v <= 1)
+    lr: float = _key("a positive number", lambda v: _is_num(v) and v > 0)
+    other_model_prob: float = _prob()
+    use_language_state: str | None = _one_of(None, "sbert")
+    finetune_settings: str = _one_of("train_all", "linear", "critic")
+    use_goal: bool = _bool()
+    use_image: bool = _bool()
+    use_tb: bool = _bool()
+    use_wandb: bool = _bool()
+    save_snapshot: bool = _bool()
+    save_buffer: bool = _bool()
+    finetune_snapshot: bool = _bool()
+    clip_reward: bool = _bool()
+    single_goal_eval: bool = _bool()
+    train_after_reward: bool = _bool()
+    decay_after_reward: bool = _bool()
+    use_extr_rew: bool = _bool()
+    progress: bool = _bool()
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    """``env_spec`` keys every game reads; each game checks its own (:meth:`Game.validate`)."""
+
+    length: int = _int(1)
+    dying: bool = _bool()
+    use_language_state: bool = _bool()
+    check_ac_success: bool = _bool()
+    threshold: float = _key("a cosine similarity in [-1, 1]",
+                            lambda v: _is_num(v) and -1 <= v <= 1)
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """The ``agent`` keys of ellm's DQN that every agent class takes."""
+
+    _target_: str = _key("a dotted class path, e.g. ellm.agent.DQNAgent",
+                         lambda v: isinstance(v, str) and "." in v)
+    update_every_steps: int = _int(1)
+    critic_target_update_every_steps: int = _int(1)
+    critic_target_tau: float = _key("a number in (0, 1]", lambda v: _is_num(v) and 0 < v <= 1)
+    train_eps_decay_steps: int = _int(0)
+    train_eps_min: float = _prob()
+    train_eps_max: float = _prob()
+    eval_eps: float = _prob()
+    hidden_dim: int = _int(1)
+
+
+# ---------------------------------------------------------------------------- validation
+def validate(cfg: DictConfig) -> Game:
+    """Check the whole config before anything is built; returns the game it runs on."""
+    parse(RunOptions, cfg)
+    game = find_game(OmegaConf.select(cfg, "env_spec.name"))
+    parse(EnvOptions, cfg.env_spec, "env_spec.")
+    agent = parse(AgentOptions, cfg.agent, "agent.")
+    if agent.train_eps_min > agent.train_eps_max:
+        raise ConfigError(f"agent.train_eps_min={agent.train_eps_min} is invalid: expected at "
+                          f"most agent.train_eps_max={agent.train_eps_max}")
+    try:
+        parse_lm_spec(cfg.env_spec.lm_spec)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     for key, why in UNSUPPORTED.items():
-        if _get(cfg, key):
-            raise ConfigError(f"{key}={_get(cfg, key)!r} is not supported: {why}")
-    if _get(cfg, "finetune_snapshot") and not _get(cfg, "snapshot_path"):
-        if not _get(cfg, "expl_agent_path"):
+        if OmegaConf.select(cfg, key):
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
+    if cfg.finetune_snapshot and not cfg.snapshot_path:
+        if not cfg.expl_agent_path:
             raise ConfigError("finetune_snapshot=True needs snapshot_path (the pretrained run)")
         # The original README's Housekeep guided-exploration command passes it with no snapshot.
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
-    if _get(cfg, "env_spec.name") == HOUSEKEEP:
-        from ellm.housekeep_run import validate as validate_housekeep
+    game.validate(cfg)
+    resolve_device(cfg.device)
+    return game
 
-        validate_housekeep(cfg)
-    resolve_device(_get(cfg, "device"))
+
+def agent_target(cfg: DictConfig) -> str:
+    """The agent class to build: ``agent._target_`` with the original's spellings mapped."""
+    return AGENT_ALIASES.get(cfg.agent._target_, cfg.agent._target_)
+
+
+def method_of(cfg: DictConfig, game: Game) -> str:
+    """What a run trains, recorded as ``method`` in ``config.json`` and snapshots: ellm-oracle,
+    ellm-llm, ellm-dummy, novelty, rnd, noveld, apt, extrinsic or random."""
+    agent = cfg.agent
+    if all(float(agent[k]) == 1.0 for k in ("train_eps_min", "train_eps_max", "eval_eps")):
+        return "random"
+    cls = agent_target(cfg).rsplit(".", 1)[-1]
+    if cls == "RNDAgent":
+        return "noveld" if OmegaConf.select(agent, "noveld") else "rnd"
+    if cls in ("ICMAPTAgent", "APTAgent"):
+        return "apt"
+    if game.extrinsic(cfg):
+        return "extrinsic"
+    lm = cfg.env_spec.lm_spec
+    if lm.lm_class in ("BaselineModel", "BaselineLM"):
+        return "novelty"
+    if lm.lm_class == "SimpleOracle":
+        return "ellm-oracle"
+    return "ellm-dummy" if lm.dummy_lm else "ellm-llm"
 
 
 def resolve_device(device: Any) -> torch.device:
@@ -131,6 +236,18 @@ def resolve_device(device: Any) -> torch.device:
     return resolved
 
 
+def resolve_threads(threads: Any, cpus: int | None = None) -> int:
+    """Torch threads of one run: ``auto`` = half the CPUs this process may use (at least 1),
+    so that two runs sharing a machine do not fight over its cores."""
+    if threads != "auto":
+        return int(threads)
+    if cpus is None:
+        import os
+
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cpus or 1) // 2)
+
+
 def redacted(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as plain data with every secret-bearing key blanked."""
     data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
@@ -143,3 +260,10 @@ def redacted(cfg: DictConfig) -> dict[str, Any]:
         return node
 
     return scrub(data)
+
+
+__all__ = [
+    "AGENT_ALIASES", "IGNORED_KEYS", "AgentOptions", "ConfigError", "EnvOptions", "RunOptions",
+    "agent_target", "method_of", "parse", "redacted", "resolve_device", "resolve_threads",
+    "validate",
+]

@@ -11,8 +11,9 @@ the ``sbert_model`` config key. Loading never touches the network (``local_files
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -54,8 +55,14 @@ def packaged_model_path() -> Path:
 def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> SentenceTransformer:
     """Load a frozen SentenceTransformer offline: ``None``/"packaged"/the all-MiniLM-L6-v2 names
     give the packaged copy; anything else is a model directory or an id already in the HF cache."""
-    from sentence_transformers import SentenceTransformer
+    import logging
 
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # A run's console is for its own progress: no per-load INFO lines or weight-loading bars.
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+    hf_logging.disable_progress_bar()
     name = "" if model is None else str(model).strip()
     source = str(packaged_model_path()) if name in _PACKAGED_ALIASES else name
     try:

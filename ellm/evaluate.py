@@ -1,75 +1,68 @@
-"""Evaluation episodes: the game reward (achievements unlocked per episode, the paper's headline
-metric), the Crafter score and per-achievement success rates, and, with ``single_goal_eval``,
-the success rate of each known goal when the agent is shown only that goal.
-"""
+"""Evaluation episodes on a separate env, with the agent's eval epsilon: the game's metrics
+(for Crafter: achievements unlocked per episode, the Crafter score, per-achievement success
+rates), the mean episode length and intrinsic return, and, with ``single_goal_eval``, each
+goal's success rate when the agent is shown only that goal."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ellm.frames import FrameStack, to_gray84
-from ellm.goals import GoalSource
-from text_crafter.actions import EASIER_ACTIONS, same_action
-from text_crafter.stats import StatsWriter, crafter_score, success_rates
+from ellm.games import Game
+from ellm.goals import Goals
+from text_crafter import StatsWriter
 
-if TYPE_CHECKING:
-    from ellm.workspace import Workspace
-
-_NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
-
-
-def known_goals(single_task: str | None) -> list[str]:
-    """Goals evaluated one by one: the finetuning task, else every useful named action."""
-    if single_task is not None:
-        return [single_task]
-    return [name for name in EASIER_ACTIONS if name not in _NOT_GOALS]
+# (frames, obs, goals) -> the agent's observation
+AgentInputs = Callable[[np.ndarray, dict[str, Any], list[str]], dict[str, Any]]
 
 
 class Evaluator:
-    """Runs evaluation episodes with the agent's eval epsilon on a separate env."""
+    """``run(agent, frame) -> metrics``; episodes go to ``stats_path`` (Crafter's format)."""
 
-    def __init__(self, ws: Workspace, env, goals: GoalSource, keep_until: int | None = None):
-        self.ws, self.env, self.goals = ws, env, goals
-        self.stats = StatsWriter(ws.run_dir / "eval" / "stats.jsonl", keep_until=keep_until)
+    def __init__(self, env: gym.Env, goals: Goals, game: Game, inputs: AgentInputs, *,
+                 stats_path: str | Path, num_episodes: int, frame_stack: int,
+                 single_goals: Sequence[str] = (), train_goals: Goals | None = None,
+                 keep_until: int | None = None):
+        self.env, self.goals, self.game, self.inputs = env, goals, game, inputs
+        self.num_episodes, self.frame_stack = num_episodes, frame_stack
+        self.single_goals = list(single_goals)
+        # The game's metrics may pool both goal sources (e.g. Housekeep's LM accuracy).
+        self._sources = [g for g in (train_goals, goals) if g is not None]
+        self.stats = StatsWriter(stats_path, keep_until=keep_until)
 
-    def run(self, frame: int) -> dict[str, float]:
-        cfg = self.ws.cfg
-        if cfg.num_eval_episodes == 0:
+    def run(self, agent: Any, frame: int) -> dict[str, float]:
+        if self.num_episodes == 0:
             return {}
-        episodes, lengths, intrinsic = [], [], []
-        for _ in range(cfg.num_eval_episodes):
-            stats, ret = self._episode(frame)
+        episodes, returns = [], []
+        for _ in range(self.num_episodes):
+            stats, ret = self._episode(agent, frame)
             self.stats.write({**stats, "frame": frame})
             episodes.append(stats)
-            lengths.append(stats["length"])
-            intrinsic.append(ret)
-        rates = success_rates(episodes)
+            returns.append(ret)
         metrics = {
-            "eval/episode_reward": float(np.mean(
-                [sum(v > 0 for k, v in ep.items() if k.startswith("achievement_"))
-                 for ep in episodes])),
-            "eval/episode_length": float(np.mean(lengths)),
-            "eval/intrinsic_reward": float(np.mean(intrinsic)),
-            "eval/score": crafter_score(rates),
-            **{f"achievements/{name}": rate for name, rate in rates.items()},
+            "eval/episode_length": float(np.mean([ep["length"] for ep in episodes])),
+            "eval/intrinsic_reward": float(np.mean(returns)),
+            **self.game.eval_metrics(episodes, self._sources),
         }
-        if cfg.single_goal_eval:
-            for goal in known_goals(cfg.env_spec.single_task):
-                wins = [self._goal_episode(goal, frame) for _ in range(cfg.num_eval_episodes)]
-                metrics[f"goals/{goal.replace(' ', '_')}"] = 100.0 * float(np.mean(wins))
+        for goal in self.single_goals:
+            wins = [self._goal_episode(agent, goal, frame) for _ in range(self.num_episodes)]
+            metrics[f"goals/{goal.replace(' ', '_')}"] = 100.0 * float(np.mean(wins))
         return metrics
 
-    def _episode(self, frame: int) -> tuple[dict[str, float], float]:
-        """One episode with LM (or task) goals; (Crafter stats, intrinsic return)."""
-        stack = FrameStack(self.ws.cfg.frame_stack)
+    def _episode(self, agent: Any, frame: int) -> tuple[dict[str, float], float]:
+        """One episode with LM (or task) goals; (episode stats, intrinsic return)."""
+        stack = FrameStack(self.frame_stack)
         obs, info = self.env.reset()
         goals = self.goals.reset(obs, info)
         frames = stack.reset(to_gray84(obs["image"]))
         total = 0.0
         while True:
-            action = self.ws.agent.act(self.ws.agent_obs(frames, obs, goals), frame, eval_mode=True)
+            action = agent.act(self.inputs(frames, obs, goals), frame, eval_mode=True)
             obs, _, terminated, truncated, info = self.env.step(action)
             total += self.goals.reward(info)
             goals = self.goals.observe(obs, info)
@@ -77,15 +70,15 @@ class Evaluator:
             if terminated or truncated:
                 return info["episode_stats"], total
 
-    def _goal_episode(self, goal: str, frame: int) -> bool:
-        """Show only ``goal``; success = the goal action is executed effectively."""
-        stack = FrameStack(self.ws.cfg.frame_stack)
+    def _goal_episode(self, agent: Any, goal: str, frame: int) -> bool:
+        """Show only ``goal``; success = the game says the goal was achieved."""
+        stack = FrameStack(self.frame_stack)
         obs, _ = self.env.reset()
         frames = stack.reset(to_gray84(obs["image"]))
         while True:
-            action = self.ws.agent.act(self.ws.agent_obs(frames, obs, [goal]), frame, eval_mode=True)
+            action = agent.act(self.inputs(frames, obs, [goal]), frame, eval_mode=True)
             obs, _, terminated, truncated, info = self.env.step(action)
-            if info["effective_success"] and same_action(info["action_name"], goal):
+            if self.game.goal_achieved(info, goal):
                 return True
             if terminated or truncated:
                 return False

@@ -12,10 +12,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ellm.lm import GoalSuggester, TextState
 from ellm.reward import GoalReward, SingleTaskReward
+
+
+class Goals(Protocol):
+    """Goals for the agent and the intrinsic reward of each step, as the training loop sees
+    them (:class:`GoalSource` for Crafter, :class:`ellm.housekeep.HousekeepGoalSource`)."""
+
+    suggester: Any  # its ``metrics()`` are the run's ``lm/`` counters
+    matches: int  # steps of the episode whose transition achieved a goal
+
+    def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
+
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
+
+    def reward(self, info: Mapping[str, Any]) -> float: ...
 
 
 def goal_text(goals: Sequence[str]) -> str:

@@ -27,9 +27,7 @@ from typing import Any, Protocol
 from ellm.lm import LMCounters, build_client, parse_lm_spec
 from ellm.lm.base import truncate
 from ellm.lm.client import LMClient
-from text_housekeep.backend import FAILED, PICK, PLACE
-from text_housekeep.env import HousekeepView
-from text_housekeep.text import pick_caption, place_caption
+from text_housekeep import FAILED, PICK, PLACE, HousekeepView, pick_caption, place_caption
 
 YES_NO_PREFIX = (
     "A household robot can pick up objects and place them in or on the furniture of a house. "

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from text_crafter.actions import SYNONYMS, same_action
+from text_crafter import SYNONYMS, same_action
 
 
 class Embedder(Protocol):

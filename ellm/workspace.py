@@ -1,8 +1,8 @@
 """The training loop: one Workspace for pretraining, finetuning and guided exploration.
 
-Built from the Hydra config (see ``config.yaml``), it owns the environments, the goal source
-(LM suggester or single task), the replay storage and loader, the agent, the logger and the
-checkpoints, and runs ``train()``:
+Built from the Hydra config (see ``config.yaml``) for the game ``env_spec.name`` names
+(:mod:`ellm.games`), it owns the environments, the goal source (LM suggester or single task),
+the replay storage and loader, the agent, the evaluator, the logger and the checkpoints:
 
     seed frames (random actions) -> every step: act, env step, intrinsic reward against the
     previous state's goals, new goals, store -> one update every ``update_every_steps`` ->
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,66 +23,91 @@ import hydra
 import numpy as np
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
-from ellm import checkpoint, housekeep_run
-from ellm.config import redacted, resolve_device, validate
+from ellm import checkpoint
+from ellm.config import agent_target, method_of, redacted, resolve_device, resolve_threads, validate
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, to_gray84
-from ellm.goals import GoalSource, goal_text
-from ellm.lm import build_suggester
+from ellm.games.crafter import achievements_unlocked
+from ellm.goals import goal_text
 from ellm.logger import Logger
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
-from ellm.reward import GoalReward, SingleTaskReward
-from text_crafter import GOOD_ACTIONS, make
-from text_crafter.stats import StatsWriter
+from ellm.timing import Progress, Timer
+from text_crafter import StatsWriter
 
 log = logging.getLogger(__name__)
 
 
-def make_env(cfg: DictConfig, seed: int):
-    if housekeep_run.is_housekeep(cfg):
-        return housekeep_run.make_env(cfg, seed)
-    spec = cfg.env_spec
-    return make(spec.name, action_space_type=spec.action_space_type, length=spec.length,
-                dying=spec.dying, seed=seed)
+@dataclass
+class AgentInputs:
+    """The agent's observation: stacked frames, and the text and goal it was configured to read."""
+
+    use_language_state: bool
+    use_goal: bool
+
+    def text(self, obs: dict[str, Any]) -> str:
+        return obs["text_obs"] if self.use_language_state else ""
+
+    def goal(self, goals: list[str]) -> str:
+        return goal_text(goals) if self.use_goal else ""
+
+    def __call__(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
+        return {"frames": frames, "text_obs": self.text(obs), "goal": self.goal(goals)}
+
+
+@dataclass
+class Episode:
+    """The training episode in progress."""
+
+    obs: dict[str, Any]
+    goals: list[str]
+    stack: FrameStack
+    frames: np.ndarray
+    length: int = 0
+    reward: float = 0.0
+    timer: Timer = field(default_factory=Timer)
+    updates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
 class Workspace:
     """Everything one training run needs; ``train()`` runs it."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
-        validate(cfg)
+        self.game = validate(cfg)
         self.cfg = cfg
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.method = method_of(cfg, self.game)
         self.device = resolve_device(cfg.device)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
         if cfg.expl_agent_path:
             checkpoint.resolve(cfg.expl_agent_path, "expl_agent_path")
-        log.info("device: %s (asked: %s); run dir: %s", self.device, cfg.device, self.run_dir)
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(resolve_threads(cfg.torch_threads))
+        log.info("%s on %s; device: %s (asked: %s); torch threads: %d; run dir: %s",
+                 self.method, cfg.env_spec.name, self.device, cfg.device,
+                 torch.get_num_threads(), self.run_dir)
         _seed_everything(cfg.seed)
 
-        self.env = make_env(cfg, cfg.seed)
-        self.extrinsic = self.env.extrinsic
-        needs_text = (cfg.use_goal or cfg.use_language_state is not None
-                      or (not self.extrinsic and cfg.env_spec.single_task is None
-                          and not housekeep_run.is_housekeep(cfg)))  # its reward needs no SBERT
+        self.env = self.game.make_env(cfg, cfg.seed)
+        self.extrinsic = self.game.extrinsic(cfg)
+        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal)
         self.embedder = None
-        if needs_text:
+        if cfg.use_goal or cfg.use_language_state is not None or self.game.needs_embedder(cfg):
             from ellm.embed import SentenceEmbedder
 
             self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
-        self.goals = self._goal_source()
+        self.goals = self.game.goal_source(cfg, self.embedder)
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
-        housekeep = housekeep_run.is_housekeep(cfg)
-        evaluator = housekeep_run.HousekeepEvaluator if housekeep else Evaluator
-        self.evaluator = evaluator(self, make_env(cfg, cfg.seed + 10_000), self._goal_source(),
-                                   keep_until=keep)
+        self.evaluator = Evaluator(
+            self.game.make_env(cfg, cfg.seed + 10_000), self.game.goal_source(cfg, self.embedder),
+            self.game, self.inputs, stats_path=self.run_dir / "eval" / "stats.jsonl",
+            num_episodes=cfg.num_eval_episodes, frame_stack=cfg.frame_stack,
+            single_goals=self.game.single_goals(cfg) if cfg.single_goal_eval else (),
+            train_goals=self.goals, keep_until=keep)
 
         replay_dir = self.run_dir / "buffer"
         self.strings = StringTable(replay_dir / "strings.jsonl")
@@ -110,150 +134,157 @@ class Workspace:
             log.info("guided exploration from %s (other_model_prob=%s)",
                      cfg.expl_agent_path, cfg.other_model_prob)
 
-        (self.run_dir / "config.json").write_text(json.dumps(redacted(cfg), indent=2))
+        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
         self.logger = Logger(
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
-            wandb_config=redacted(cfg), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
+            wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
             start_frame=self.frame)
         self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl", keep_until=keep)
+        self.last_eval: dict[str, float] = {}
 
-    # ------------------------------------------------------------------ construction
-    def _goal_source(self) -> GoalSource:
-        if housekeep_run.is_housekeep(self.cfg):
-            return housekeep_run.goal_source(self.cfg)
-        spec = self.cfg.env_spec
-        suggester = build_suggester(spec.lm_spec, all_goals=GOOD_ACTIONS)
-        single = None
-        if spec.single_task is not None:
-            single = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
-        reward = None
-        if not self.extrinsic and single is None:
-            reward = GoalReward(self.embedder, spec.threshold)
-        return GoalSource(suggester, reward, single, check_success=spec.check_ac_success)
+    def record(self) -> dict[str, Any]:
+        """What this run is: the resolved config without secrets, its method and game."""
+        return {"method": self.method, "game": self.game.name, "ellm_version": ellm.__version__,
+                **redacted(self.cfg)}
 
     def _make_agent(self, hold_epsilon: bool):
         cfg = self.cfg
         return hydra.utils.instantiate(
-            cfg.agent, obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
+            cfg.agent, _target_=agent_target(cfg),
+            obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
             num_actions=self.env.action_space.n, device=str(self.device),
             embedder=self.embedder, strings=self.strings, discount=cfg.discount,
             nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
             use_extr_rew=cfg.use_extr_rew)
 
-    def agent_obs(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
-        return {"frames": frames, "text_obs": self._text(obs), "goal": self._goal(goals)}
-
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:
         """Train to ``num_train_frames``; returns the last evaluation's metrics. Evaluation
         summaries and the run's wall time go to the log (console and ``train.log``)."""
-        start, first_frame = time.perf_counter(), self.frame
+        cfg, timer, first_frame = self.cfg, Timer(), self.frame
+        self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
+                                 every=max(1000, cfg.eval_every_frames // 5))
         with logging_redirect_tqdm():  # log lines print above the progress bar
-            last_eval = self._train()
+            episode = self._start_episode()
+            while self.frame < cfg.num_train_frames:
+                episode, info, last = self._step(episode)
+                if self._should_update():
+                    self._update(episode)
+                if last:
+                    self._end_episode(episode, info)
+                    episode = self._start_episode()
+                if self._eval_due():
+                    self._evaluate()
+            self.progress.close()
+        self.logger.close()
+        self.wall_time = timer.elapsed()
         log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
-                 time.perf_counter() - start)
-        return last_eval
+                 self.wall_time)
+        return self.last_eval
 
-    def _train(self) -> dict[str, float]:
-        cfg = self.cfg
-        stack = FrameStack(cfg.frame_stack)
-        timer: dict[str, float] = defaultdict(float)
-        update_metrics: dict[str, list[float]] = defaultdict(list)
-        bar = tqdm(total=cfg.num_train_frames, initial=self.frame, disable=not cfg.progress,
-                   unit="frame", dynamic_ncols=True, smoothing=0.05)
-        last_eval: dict[str, float] = {}
-        next_eval = (self.frame // cfg.eval_every_frames + 1) * cfg.eval_every_frames
-        episode_start, episode_frames, episode_reward = time.perf_counter(), 0, 0.0
+    def closing_message(self) -> str:
+        """The end of a run in words: what was trained, how it did, where it is, what next."""
+        lines = [(f"Trained {self.method} on {self.cfg.env_spec.name} up to frame {self.frame} "
+                  f"({self.wall_time / 60:.1f} min of wall time).")]
+        if self.last_eval:
+            n = self.cfg.num_eval_episodes
+            lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
+                         f"{self.game.describe(self.last_eval)}.")
+        lines += [f"Run dir: {self.run_dir}",
+                  f"Plot it: python -m ellm.report {self.run_dir} --out {self.run_dir / 'report'}"]
+        return "\n".join(lines)
+
+    def _start_episode(self) -> Episode:
         obs, info = self.env.reset()
         goals = self.goals.reset(obs, info)
-        frames = stack.reset(to_gray84(obs["image"]))
-        self._store_first(frames[-1], obs, goals)
+        stack = FrameStack(self.cfg.frame_stack)
+        episode = Episode(obs, goals, stack, stack.reset(to_gray84(obs["image"])))
+        self.storage.add_first(episode.frames[-1], self.inputs.text(obs), self.inputs.goal(goals))
+        return episode
 
-        while self.frame < cfg.num_train_frames:
-            t0 = time.perf_counter()
-            action = self.agent.act(self.agent_obs(frames, obs, goals), self.frame, eval_mode=False)
-            t1 = time.perf_counter()
+    def _step(self, ep: Episode) -> tuple[Episode, dict[str, Any], bool]:
+        """One env step: act, step, reward against the previous goals, new goals, store."""
+        with ep.timer("act"):
+            action = self.agent.act(self.inputs(ep.frames, ep.obs, ep.goals), self.frame,
+                                    eval_mode=False)
+        with ep.timer("env"):
             obs, game_reward, terminated, truncated, info = self.env.step(action)
-            t2 = time.perf_counter()
-            intrinsic = self.goals.reward(info)
+        with ep.timer("lm_reward"):
+            intrinsic = self.goals.reward(info)  # a single task tracks its subtasks here
             reward = game_reward if self.extrinsic else intrinsic
-            if cfg.use_extr_rew and not self.extrinsic:
+            if self.cfg.use_extr_rew and not self.extrinsic:
                 reward += game_reward
-            goals = self.goals.observe(obs, info)
-            t3 = time.perf_counter()
-            frames = stack.push(to_gray84(obs["image"]))
-            last = terminated or truncated
-            self.storage.add(frames[-1], action, reward, info["discount"],
-                             self._text(obs), self._goal(goals), last, game_reward=game_reward)
-            self.frame += 1
-            episode_frames += 1
-            episode_reward += reward
-            bar.update(1)
-            if reward > 0 and self.first_reward_frame is None:
-                self.first_reward_frame = self.frame
-                if self.agent.start_epsilon_decay(self.frame):
-                    log.info("first positive reward at frame %d: epsilon starts decaying", self.frame)
-            t4 = time.perf_counter()
-            if self._should_update():
-                batch = next(self._batch_iter())
-                t5 = time.perf_counter()
-                for key, value in self.agent.update(batch, self.frame).items():
-                    update_metrics[key].append(value)
-                timer["sample"] += t5 - t4
-                timer["update"] += time.perf_counter() - t5
-            timer["act"] += t1 - t0
-            timer["env"] += t2 - t1
-            timer["lm_reward"] += t3 - t2
+            ep.goals = self.goals.observe(obs, info)
+        ep.obs, ep.frames = obs, ep.stack.push(to_gray84(obs["image"]))
+        last = terminated or truncated
+        self.storage.add(ep.frames[-1], action, reward, info["discount"], self.inputs.text(obs),
+                         self.inputs.goal(ep.goals), last, game_reward=game_reward)
+        self.frame += 1
+        ep.length += 1
+        ep.reward += reward
+        self.progress.update(self.frame)
+        if reward > 0 and self.first_reward_frame is None:
+            self.first_reward_frame = self.frame
+            if self.agent.start_epsilon_decay(self.frame):
+                log.info("first positive reward at frame %d: epsilon starts decaying", self.frame)
+        return ep, info, last
 
-            if last:
-                self.episode += 1
-                elapsed = time.perf_counter() - episode_start
-                stats = info["episode_stats"]
-                self.train_stats.write({**stats, "frame": self.frame})
-                metrics = {
-                    "train/episode_reward": episode_reward,
-                    "train/episode_length": episode_frames,
-                    "train/achievements": _achievements(stats),
-                    "train/game_reward": stats["reward"],
-                    "train/episode": self.episode,
-                    "train/fps": episode_frames / max(elapsed, 1e-9),
-                    "train/epsilon": self.agent.epsilon(self.frame),
-                    "train/buffer_size": self.storage.num_transitions,
-                    "reward/goal_matches": self.goals.matches,
-                    **housekeep_run.episode_metrics(stats),
-                    **{f"time/{k}": v / max(elapsed, 1e-9) for k, v in timer.items()},
-                    **self._lm_metrics(),
-                    **{f"train/{k}": float(np.mean(v)) for k, v in update_metrics.items()},
-                }
-                self.logger.log(metrics, self.frame)
-                bar.set_postfix_str(
-                    f"fps {metrics['train/fps']:.0f} eps {metrics['train/epsilon']:.3f} "
-                    f"ep_reward {episode_reward:.2f} last_eval {last_eval.get('eval/episode_reward', float('nan')):.2f}",
-                    refresh=False)
-                timer.clear(), update_metrics.clear()
-                self.goals.matches = 0
-                episode_start, episode_frames, episode_reward = time.perf_counter(), 0, 0.0
-                obs, info = self.env.reset()
-                goals = self.goals.reset(obs, info)
-                frames = stack.reset(to_gray84(obs["image"]))
-                self._store_first(frames[-1], obs, goals)
+    def _should_update(self) -> bool:
+        cfg = self.cfg
+        return (self.frame >= cfg.num_seed_frames
+                and self.frame % cfg.agent.update_every_steps == 0
+                and self.storage.num_episodes > 0
+                and (not cfg.train_after_reward or self.first_reward_frame is not None))
 
-            if self.frame >= next_eval or self.frame >= cfg.num_train_frames:
-                next_eval += cfg.eval_every_frames
-                last_eval = self.evaluator.run(self.frame)
-                self.logger.log({**last_eval, **self._lm_metrics()}, self.frame)
-                if last_eval:
-                    log.info(_summary(last_eval, self.frame))
-                if cfg.save_snapshot:
-                    self.save_snapshot()
-        bar.close()
-        self.logger.close()
-        return last_eval
+    def _update(self, ep: Episode) -> None:
+        with ep.timer("sample"):
+            if self._batches is None:
+                self._batches = iter(self.loader)
+            batch = next(self._batches)
+        with ep.timer("update"):
+            for key, value in self.agent.update(batch, self.frame).items():
+                ep.updates[key].append(value)
 
-    def _seeded_envs(self) -> dict[str, Any]:
-        """The envs whose worlds follow (seed, episode number): Crafter's train and eval envs."""
-        envs = {"train": self.env, "eval": self.evaluator.env}
-        return {k: e for k, e in envs.items() if hasattr(e, "episode_count")}
+    def _end_episode(self, ep: Episode, info: dict[str, Any]) -> None:
+        self.episode += 1
+        stats = info["episode_stats"]
+        self.train_stats.write({**stats, "frame": self.frame})
+        elapsed = ep.timer.elapsed()
+        self.logger.log({
+            "train/episode_reward": ep.reward,
+            "train/episode_length": ep.length,
+            "train/achievements": achievements_unlocked(stats),
+            "train/game_reward": stats["reward"],
+            "train/episode": self.episode,
+            "train/fps": ep.length / elapsed,
+            "train/epsilon": self.agent.epsilon(self.frame),
+            "train/buffer_size": self.storage.num_transitions,
+            "reward/goal_matches": self.goals.matches,
+            **self.game.episode_metrics(stats),
+            **{f"time/{k}": v for k, v in ep.timer.fractions().items()},
+            **self._lm_metrics(),
+            **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
+        }, self.frame)
+        self.goals.matches = 0
+        kind = "game" if self.extrinsic else "intrinsic"
+        status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {ep.reward:.2f}"
+        if self.last_eval:
+            key, label = self.game.headline
+            status += f" | last eval {self.last_eval[key]:.2f} {label}"
+        self.progress.set_status(status)
+
+    def _eval_due(self) -> bool:
+        every = self.cfg.eval_every_frames
+        return self.frame % every == 0 or self.frame >= self.cfg.num_train_frames
+
+    def _evaluate(self) -> None:
+        metrics = self.evaluator.run(self.agent, self.frame)
+        self.logger.log({**metrics, **self._lm_metrics()}, self.frame)
+        if metrics:
+            self.last_eval = metrics
+            log.info(self.game.summary(metrics, self.frame))
+        if self.cfg.save_snapshot:
+            self.save_snapshot()
 
     def _lm_metrics(self) -> dict[str, float]:
         """LM counters of the training and evaluation suggesters together (the budget entries
@@ -264,34 +295,19 @@ class Workspace:
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
 
-    def _text(self, obs: dict[str, Any]) -> str:
-        return obs["text_obs"] if self.cfg.use_language_state else ""
-
-    def _goal(self, goals: list[str]) -> str:
-        return goal_text(goals) if self.cfg.use_goal else ""
-
-    def _store_first(self, frame: np.ndarray, obs: dict[str, Any], goals: list[str]) -> None:
-        self.storage.add_first(frame, self._text(obs), self._goal(goals))
-
-    def _should_update(self) -> bool:
-        cfg = self.cfg
-        return (self.frame >= cfg.num_seed_frames
-                and self.frame % cfg.agent.update_every_steps == 0
-                and self.storage.num_episodes > 0
-                and (not cfg.train_after_reward or self.first_reward_frame is not None))
-
-    def _batch_iter(self):
-        if self._batches is None:
-            self._batches = iter(self.loader)
-        return self._batches
-
     # ------------------------------------------------------------------ snapshots
+    def _seeded_envs(self) -> dict[str, Any]:
+        """The envs whose worlds follow (seed, episode number): Crafter's train and eval envs."""
+        envs = {"train": self.env, "eval": self.evaluator.env}
+        return {k: e for k, e in envs.items() if hasattr(e, "episode_count")}
+
     def save_snapshot(self) -> Path:
         meta = {
             "frame": self.frame, "episode": self.episode,
             "first_reward_frame": self.first_reward_frame,
+            "method": self.method, "game": self.game.name,
             "config": redacted(self.cfg),
-            "versions": {"ellm": getattr(ellm, "__version__", "0.1.0"), "torch": str(torch.__version__)},
+            "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
             "rng": _rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
         }
@@ -306,19 +322,6 @@ class Workspace:
             env.episode_count = meta.get("env_episodes", {}).get(name, 0)
         log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
                  self.episode)
-
-
-def _achievements(stats: dict[str, float]) -> int:
-    return sum(1 for k, v in stats.items() if k.startswith("achievement_") and v > 0)
-
-
-def _summary(metrics: dict[str, float], frame: int) -> str:
-    if "housekeep/rearrange_success" in metrics:
-        return housekeep_run.summary(metrics, frame)
-    return (f"[eval @ {frame} frames] achievements/episode "
-            f"{metrics.get('eval/episode_reward', float('nan')):.2f}, crafter score "
-            f"{metrics.get('eval/score', float('nan')):.2f}%, episode length "
-            f"{metrics.get('eval/episode_length', float('nan')):.0f}")
 
 
 def _seed_everything(seed: int) -> None:
@@ -341,3 +344,6 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     keys = np.array(state["numpy"]["keys"], dtype=np.uint32)
     np.random.set_state(("MT19937", keys, state["numpy"]["pos"], 0, 0.0))
     torch.set_rng_state(state["torch"])
+
+
+__all__ = ["AgentInputs", "Workspace"]

@@ -4,20 +4,17 @@ runs of ``python train.py`` with tiny budgets that checkpoint and resume."""
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
-from conftest import csv_rows, run_train
 import torch
+from conftest import csv_rows, run_train
 from torch import nn
 
 from baselines.agent import IntrinsicAgent
@@ -386,6 +383,7 @@ def test_pixel_only_agents_train_and_resume_exactly(replay, cls, kwargs):
     assert again.update(batch, 12) == agent.update(batch, 12)
 
 
+@pytest.mark.e2e
 def test_checkpoints_name_a_method_or_option_mismatch(replay):
     rnd = RNDAgent(OBS_SHAPE, NUM_ACTIONS, **SMALL)
     state = roundtrip(rnd.state_dict())
@@ -489,6 +487,7 @@ def snapshot(run: Path) -> dict:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.e2e
 def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name):
     overrides, metrics = SCENARIOS[name]
     run_train(tmp_path, *overrides, *TINY, "num_train_frames=60", f"exp_name={name}")

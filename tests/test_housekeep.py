@@ -4,12 +4,10 @@ original README's Housekeep commands."""
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -508,6 +506,7 @@ def pretrained(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.e2e
 def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     config = json.loads((pretrained / "config.json").read_text())
     assert config["env_spec"]["name"] == "Housekeep"
@@ -528,6 +527,7 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     assert snapshot["meta"]["frame"] == 120
 
 
+@pytest.mark.e2e
 def test_finetuning_with_the_oracle_from_the_snapshot(pretrained, tmp_path):
     run_train(tmp_path, *readme_command(README_FINETUNE, snapshot_path=str(pretrained)))
     out = find_run(tmp_path, "FINETUNE_RUN")
@@ -537,6 +537,7 @@ def test_finetuning_with_the_oracle_from_the_snapshot(pretrained, tmp_path):
     assert float(csv_rows(out / "housekeep.csv")[-1]["lm_accuracy"]) == 1.0
 
 
+@pytest.mark.e2e
 def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
     proc = run_train(tmp_path, *readme_command(README_EXPLORE, expl_agent_path=str(pretrained)))
     assert "finetune_snapshot=True without snapshot_path" in proc.stdout + proc.stderr
@@ -545,6 +546,7 @@ def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
     assert len(csv_rows(out / "eval.csv")) == 2
 
 
+@pytest.mark.e2e
 def test_bad_scene_stops_train_py_before_training(tmp_path):
     proc = run_train(tmp_path, *["env_spec.name=Housekeep", "env_spec.housekeep_task=rs_int",
                             "exp_name=BAD", *[f"{k}={v}" for k, v in TINY.items()]],

@@ -7,7 +7,6 @@ every retry gets no goals, the error is counted in the logs and training goes on
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -27,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"OPENAI_API_KEY": "sk-env-openai-SECRET-1", "ELLM_LM_API_KEY": "env-local-SECRET-2"}
 CLI_SECRET = "sk-cli-legacy-SECRET-3"
 FRAMES = 80
+
+pytestmark = pytest.mark.e2e  # every test here runs train.py
 
 
 

@@ -84,6 +84,7 @@ def figure(out: Path, name: str) -> dict:
 
 
 # ------------------------------------------------------------------------ real runs
+@pytest.mark.e2e
 def test_eval_curve_has_one_line_per_method_with_both_seeds(sweep, tmp_path):
     report = build_report([sweep], tmp_path)
     data = figure(tmp_path, "achievements_eval")
@@ -103,6 +104,7 @@ def test_eval_curve_has_one_line_per_method_with_both_seeds(sweep, tmp_path):
     assert sorted(r.method for r in report.runs) == ["ELLM-oracle"] * 2 + ["Novelty"] * 2
 
 
+@pytest.mark.e2e
 def test_train_curve_bins_training_episodes(sweep, tmp_path):
     build_report([sweep], tmp_path)
     for s in figure(tmp_path, "achievements_train")["series"]:
@@ -113,6 +115,7 @@ def test_train_curve_bins_training_episodes(sweep, tmp_path):
                 ep["frame"]: unlocked(ep) for ep in episodes}
 
 
+@pytest.mark.e2e
 def test_score_table_matches_the_stats_files(sweep, tmp_path):
     build_report([sweep], tmp_path)
     table = {s["method"]: s for s in json.loads((tmp_path / "report.json").read_text())["scores"]}
@@ -135,6 +138,7 @@ def test_score_table_matches_the_stats_files(sweep, tmp_path):
     assert "success_rates_eval.png" in summary and "achievements_eval.png" in summary
 
 
+@pytest.mark.e2e
 def test_score_table_pools_the_last_evaluations(sweep, tmp_path):
     report = build_report([sweep], tmp_path, last_evals=2)
     for row in report.scores:
@@ -154,6 +158,7 @@ def test_score_table_pools_the_last_evaluations(sweep, tmp_path):
     assert proc.returncode == 2 and "--last-evals must be a positive" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_lm_usage_per_million_frames(sweep, tmp_path):
     report = build_report([sweep], tmp_path)
     usage = {u.method: u for u in report.lm}
@@ -170,6 +175,7 @@ def test_lm_usage_per_million_frames(sweep, tmp_path):
     assert "n/a (no LM calls)" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.e2e
 def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
     one = run_dirs(sweep)[0]
     proc = subprocess.run([sys.executable, "-m", "ellm.report", str(sweep), str(one),
@@ -183,6 +189,7 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
                                       "success_rates_eval", "success_rates_train"}
 
 
+@pytest.mark.e2e
 def test_cli_rejects_paths_that_are_not_run_dirs(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "file.txt").write_text("x")
@@ -198,6 +205,7 @@ def test_cli_rejects_paths_that_are_not_run_dirs(tmp_path):
 
 
 # ------------------------------------------------------------------------ partial runs
+@pytest.mark.e2e
 def test_run_dir_with_no_data_yet(sweep, tmp_path):
     started = tmp_path / "just_started"
     started.mkdir()
@@ -212,6 +220,7 @@ def test_run_dir_with_no_data_yet(sweep, tmp_path):
     assert sum(len(s["runs"]) for s in data["series"]) == 4
 
 
+@pytest.mark.e2e
 def test_run_in_progress_without_evaluation(sweep, tmp_path):
     run = copy_run(run_dirs(sweep)[0], tmp_path / "exp" / "RUNNING_1200")
     shutil.rmtree(run / "eval")
@@ -234,6 +243,7 @@ def test_run_in_progress_without_evaluation(sweep, tmp_path):
     assert "No Crafter evaluation has run yet" in report.summary.read_text()
 
 
+@pytest.mark.e2e
 def test_config_from_an_older_version(sweep, tmp_path):
     run = copy_run(run_dirs(sweep)[0], tmp_path / "old")
     old = json.loads((run / "config.json").read_text())
@@ -249,6 +259,7 @@ def test_config_from_an_older_version(sweep, tmp_path):
 
 
 # ------------------------------------------------------------------------ synthetic data
+@pytest.mark.e2e
 def test_known_achievements_give_known_score(sweep, tmp_path):
     run = copy_run(run_dirs(sweep)[0], tmp_path / "known")
     blank = {f"achievement_{a}": 0 for a in ACHIEVEMENTS}
@@ -265,12 +276,13 @@ def test_known_achievements_give_known_score(sweep, tmp_path):
     assert curve["frames"] == [40] and curve["mean"] == [1.5]
 
 
+@pytest.mark.e2e
 def test_housekeep_rearrangement_success(sweep, tmp_path):
     runs = []
     for i, values in enumerate(([0.2, 0.4], [0.4, 0.8])):
         run = copy_run(run_dirs(sweep)[i], tmp_path / "hk" / f"{i}_seed{i + 1}")
         config = json.loads((run / "config.json").read_text())
-        config["env_spec"]["name"] = "Housekeep"
+        config["env_spec"]["name"], config["game"] = "Housekeep", "housekeep"
         (run / "config.json").write_text(json.dumps(config))
         (run / "housekeep.csv").write_text("frame,rearrange_success,pick_success\n"
                                            f"20,{values[0]},1\n40,{values[1]},1\n")
@@ -283,7 +295,7 @@ def test_housekeep_rearrangement_success(sweep, tmp_path):
         runs.append(run)
     bare = copy_run(run_dirs(sweep)[2], tmp_path / "bare")
     config = json.loads((bare / "config.json").read_text())
-    config["env_spec"]["name"] = "Housekeep"
+    config["env_spec"]["name"], config["game"] = "Housekeep", "housekeep"
     (bare / "config.json").write_text(json.dumps(config))
     report = build_report([tmp_path / "hk"], tmp_path / "out")
     data = figure(tmp_path / "out", "housekeep_rearrange_success")
@@ -333,6 +345,7 @@ def test_method_names_from_config(config, name):
     assert method_name(config) == name
 
 
+@pytest.mark.e2e
 def test_group_by_adds_config_values(sweep):
     runs = load_runs([sweep], group_by=["seed"])
     assert sorted({r.method for r in runs}) == ["ELLM-oracle seed=1", "ELLM-oracle seed=2",
@@ -367,3 +380,16 @@ def test_cpu_preset_changes_only_budget_eval_and_epsilon():
         "agent.train_eps_decay_steps": (1_000_000, 30_000),
     }
     assert set(paper) == set(preset)
+
+
+@pytest.mark.e2e
+def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_path):
+    from ellm.report.runs import is_housekeep, method_name
+
+    for run in run_dirs(sweep):
+        config = json.loads((run / "config.json").read_text())
+        assert config["game"] == "crafter"
+        assert config["method"] in ("ellm-oracle", "novelty")
+        old = {k: v for k, v in config.items() if k not in ("method", "game", "ellm_version")}
+        assert method_name(old) == method_name(config) == method_of(run)
+        assert not is_housekeep(old) and not is_housekeep(config)

@@ -6,9 +6,16 @@ The ids are also registered with gymnasium (``gymnasium.make("CrafterTextEnv-v1"
 
 import gymnasium as _gym
 
-from text_crafter.actions import GOOD_ACTIONS, SYNONYMS, action_names, same_action
+from text_crafter.actions import (
+    ACTION_SPACES,
+    EASIER_ACTIONS,
+    GOOD_ACTIONS,
+    SYNONYMS,
+    action_names,
+    same_action,
+)
 from text_crafter.env import ENV_SPECS, CrafterTextEnv, make
-from text_crafter.stats import crafter_score, load_stats, success_rates
+from text_crafter.stats import ACHIEVEMENTS, StatsWriter, crafter_score, load_stats, success_rates
 
 for _env_id, _spec in ENV_SPECS.items():
     if _env_id not in _gym.registry:
@@ -17,6 +24,7 @@ for _env_id, _spec in ENV_SPECS.items():
             kwargs={"version": _spec.version, "extrinsic": _spec.extrinsic})
 
 __all__ = [
-    "ENV_SPECS", "GOOD_ACTIONS", "SYNONYMS", "CrafterTextEnv", "action_names", "crafter_score",
-    "load_stats", "make", "same_action", "success_rates",
+    "ACHIEVEMENTS", "ACTION_SPACES", "EASIER_ACTIONS", "ENV_SPECS", "GOOD_ACTIONS", "SYNONYMS",
+    "CrafterTextEnv", "StatsWriter", "action_names", "crafter_score", "load_stats", "make",
+    "same_action", "success_rates",
 ]

@@ -196,7 +196,7 @@ class CrafterTextEnv(gym.Env):
             "inventory": engine_info["inventory"],
             "discount": 0.0 if terminated else 1.0,
             "dead": dead,
-            "player_pos": engine_info["player_pos"],
+            "player_pos": engine_info["player_pos"].copy(),  # the engine reuses the array
         }
         if terminated or truncated:
             info["episode_stats"] = self.episode_stats()

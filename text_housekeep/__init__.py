@@ -10,7 +10,9 @@ The default scene is Pomaria_2_int, a train scene: ELLM's own default, Rs_int, i
 data available to us (see docs/housekeep.md).
 
 This package's data, backend and bridge modules stay importable on Python 3.8 (the habitat
-interpreter); only :mod:`text_housekeep.env` needs gymnasium.
+interpreter); only :mod:`text_housekeep.env` needs gymnasium. Where gymnasium is installed, the
+package registers the gymnasium id ``Housekeep`` (``gymnasium.make("Housekeep", task=...,
+ep_num=...)`` takes :func:`make`'s arguments) and exports the names the training loop uses.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from text_housekeep.backend import FAILED, PICK, PLACE, BackendError
 from text_housekeep.data import (
     Episode,
     HousekeepDataError,
     episode_count,
+    find_scene,
     load_episode,
     scene_files,
     shuffled_order,
 )
+from text_housekeep.symbolic import ACTION_MODES
+from text_housekeep.text import pick_caption, place_caption
 
 if TYPE_CHECKING:
     from text_housekeep.env import HousekeepTextEnv
@@ -65,6 +71,18 @@ def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowle
 
 
 __all__ = [
-    "BACKENDS", "DEFAULT_TASK", "Episode", "HousekeepDataError", "episode_count", "load_episode",
-    "make", "scene_files", "shuffled_order",
+    "ACTION_MODES", "BACKENDS", "DEFAULT_TASK", "FAILED", "PICK", "PLACE", "BackendError",
+    "Episode", "HousekeepDataError", "episode_count", "find_scene", "load_episode", "make",
+    "pick_caption", "place_caption", "scene_files", "shuffled_order",
 ]
+
+try:
+    import gymnasium as _gym
+except ImportError:  # the habitat interpreter needs only the data, backend and bridge modules
+    _gym = None
+if _gym is not None:
+    from text_housekeep.env import ENV_ID, STAT_KEYS, HousekeepTextEnv, HousekeepView
+
+    if ENV_ID not in _gym.registry:
+        _gym.register(id=ENV_ID, entry_point="text_housekeep:make")
+    __all__ += ["ENV_ID", "STAT_KEYS", "HousekeepTextEnv", "HousekeepView"]

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
-from text_crafter.actions import SYNONYMS
+from text_crafter import SYNONYMS
 
 
 @dataclass(frozen=True)

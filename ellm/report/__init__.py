@@ -38,7 +38,7 @@ from ellm.report.aggregate import (
 from ellm.report.figures import bar_figure, line_figure
 from ellm.report.runs import NotARunDir, Run, load_runs, method_name
 from ellm.report.summary import evals_label, render
-from text_crafter.stats import ACHIEVEMENTS
+from text_crafter import ACHIEVEMENTS
 
 __all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]
 

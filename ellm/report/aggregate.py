@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ellm.report.runs import Run, cfg_get
-from text_crafter.stats import ACHIEVEMENTS, crafter_score, success_rates
+from text_crafter import ACHIEVEMENTS, crafter_score, success_rates
 
 Points = dict[int, float]  # frame -> value
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from text_crafter.stats import load_stats
+from text_crafter import load_stats
 
 # Files any version of train.py writes into a run directory early on.
 RUN_MARKERS: tuple[str, ...] = ("config.json", "train.csv", "eval.csv", "snapshot.pt", "train.log",
@@ -56,6 +56,12 @@ LM_METHODS: dict[str, str] = {
 GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
 RANDOM = "Random actions"
 EXTRINSIC = "Extrinsic reward"
+# The ``method`` a run records in config.json (ellm.config.method_of) and its label; runs of
+# older versions have none and are named from their config as before.
+METHOD_LABELS: dict[str, str] = {
+    "ellm-oracle": "ELLM-oracle", "ellm-dummy": "ELLM-dummy-LM", "novelty": "Novelty",
+    "rnd": "RND", "noveld": "NovelD", "apt": "APT", "extrinsic": EXTRINSIC, "random": RANDOM,
+}
 
 
 class NotARunDir(ValueError):
@@ -73,6 +79,8 @@ def cfg_get(config: Mapping[str, Any], key: str) -> Any:
 
 
 def is_housekeep(config: Mapping[str, Any]) -> bool:
+    if "game" in config:
+        return config["game"] == "housekeep"
     return "housekeep" in str(cfg_get(config, "env_spec.name")).lower()
 
 
@@ -93,6 +101,8 @@ def baseline(config: Mapping[str, Any]) -> str | None:
 
 def uses_lm(config: Mapping[str, Any]) -> bool:
     """True when the LM suggester's goals drive the reward (ELLM runs and the Novelty baseline)."""
+    if "method" in config:
+        return str(config["method"]).startswith("ellm-") or config["method"] == "novelty"
     return not (is_random(config) or baseline(config) is not None
                 or cfg_get(config, "env_spec.name") == "CrafterReward-v1")
 
@@ -103,6 +113,8 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
     runs, `` [task]`` behind for single-task runs, `` key=value`` for each ``group_by`` key."""
     if not config:
         name = "unknown (no config.json)"
+    elif "method" in config:
+        name = _recorded_method(config)
     elif is_random(config):
         name = RANDOM
     elif baseline(config) is not None:
@@ -124,6 +136,17 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name += f" [{task}]"
     for key in group_by:
         name += f" {key}={cfg_get(config, key)}"
+    return name
+
+
+def _recorded_method(config: Mapping[str, Any]) -> str:
+    method = str(config["method"])
+    if method == "ellm-llm":
+        name = f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
+    else:
+        name = METHOD_LABELS.get(method, method)
+    if method in ("rnd", "noveld", "apt") and cfg_get(config, "agent.use_language"):
+        name += " + language"
     return name
 
 

@@ -1,0 +1,83 @@
+"""Games the training loop runs on, found once by ``env_spec.name``.
+
+A game is one module implementing :class:`Game`; the workspace, evaluator, config checks and
+report never ask which game they run. Adding one is a module plus a line in :data:`GAMES`
+(docs/games.md shows a short example).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import gymnasium as gym
+from omegaconf import DictConfig
+
+from ellm.errors import ConfigError
+from ellm.games.crafter import CrafterGame
+from ellm.games.housekeep import HousekeepGame
+from ellm.goals import Goals
+
+
+class Game(Protocol):
+    """What the core needs from a game."""
+
+    name: str  # recorded as ``game`` in config.json and snapshots
+    env_ids: tuple[str, ...]  # the ``env_spec.name`` values it answers to
+    headline: tuple[str, str]  # (eval metric, its label) shown beside the progress bar
+
+    def validate(self, cfg: DictConfig) -> None:
+        """Raise :class:`ConfigError` naming the key for any of its settings that cannot work."""
+
+    def make_env(self, cfg: DictConfig, seed: int) -> gym.Env:
+        """An environment whose obs carry ``image`` and ``text_obs`` and whose infos carry
+        ``discount`` and, at an episode's end, ``episode_stats`` (Crafter's format)."""
+
+    def extrinsic(self, cfg: DictConfig) -> bool:
+        """True when the agent learns from the game reward instead of the goal reward."""
+
+    def needs_embedder(self, cfg: DictConfig) -> bool:
+        """True when its goal reward compares sentences with SBERT."""
+
+    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
+        """Goals for the agent and the intrinsic reward of each step."""
+
+    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+        """Every goal the Novelty baseline suggests."""
+
+    def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
+        """Game-specific ``train/`` metrics of a finished training episode."""
+
+    def eval_metrics(self, episodes: Sequence[Mapping[str, float]],
+                     goals: Sequence[Goals]) -> dict[str, float]:
+        """Metrics of an evaluation's episodes (``goals``: training and evaluation sources)."""
+
+    def single_goals(self, cfg: DictConfig) -> list[str]:
+        """Goals evaluated one at a time with ``single_goal_eval``."""
+
+    def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
+        """Did the step of ``info`` achieve ``goal``?"""
+
+    def describe(self, metrics: Mapping[str, float]) -> str:
+        """An evaluation's headline numbers in words, for the end of a run."""
+
+    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
+        """One line reporting an evaluation, for the log."""
+
+
+GAMES: tuple[Game, ...] = (CrafterGame(), HousekeepGame())
+
+
+def env_names() -> list[str]:
+    return [env_id for game in GAMES for env_id in game.env_ids]
+
+
+def find_game(env_name: Any) -> Game:
+    """The game whose environment ``env_spec.name`` names."""
+    for game in GAMES:
+        if env_name in game.env_ids:
+            return game
+    raise ConfigError(f"env_spec.name={env_name!r} is invalid: expected one of {env_names()}")
+
+
+__all__ = ["GAMES", "Game", "env_names", "find_game"]

@@ -1,0 +1,109 @@
+"""Text-Crafter as a game of the training loop (ELLM.md §2; ``CrafterTextEnv-v1`` and friends)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from ellm.errors import ConfigError
+from ellm.goals import Goals, GoalSource
+from ellm.lm import build_suggester
+from ellm.reward import GoalReward, SingleTaskReward
+from text_crafter import (
+    ACTION_SPACES,
+    EASIER_ACTIONS,
+    ENV_SPECS,
+    GOOD_ACTIONS,
+    crafter_score,
+    make,
+    same_action,
+    success_rates,
+)
+
+# Named actions that are not goals when each goal is evaluated alone.
+_NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
+
+
+def achievements_unlocked(stats: Mapping[str, float]) -> int:
+    """Distinct achievements unlocked in an episode of Crafter's ``stats.jsonl`` format."""
+    return sum(1 for k, v in stats.items() if k.startswith("achievement_") and v > 0)
+
+
+class CrafterGame:
+    name = "crafter"
+    env_ids = tuple(ENV_SPECS)
+    headline = ("eval/episode_reward", "achievements/episode")
+
+    def validate(self, cfg: DictConfig) -> None:
+        spec = cfg.env_spec
+        if spec.action_space_type not in ACTION_SPACES:
+            raise ConfigError(f"env_spec.action_space_type={spec.action_space_type!r} is invalid:"
+                              f" expected one of {sorted(ACTION_SPACES)}")
+        if spec.single_task is not None and spec.single_task not in GOOD_ACTIONS:
+            raise ConfigError(f"env_spec.single_task={spec.single_task!r} is invalid: expected "
+                              f"null or one of {list(GOOD_ACTIONS)}")
+        if spec.single_goal_hierarchical not in (False, True, "reward_last"):
+            raise ConfigError(f"env_spec.single_goal_hierarchical="
+                              f"{spec.single_goal_hierarchical!r} is invalid: expected False, "
+                              "True or reward_last")
+
+    def make_env(self, cfg: DictConfig, seed: int):
+        spec = cfg.env_spec
+        return make(spec.name, action_space_type=spec.action_space_type, length=spec.length,
+                    dying=spec.dying, seed=seed)
+
+    def extrinsic(self, cfg: DictConfig) -> bool:
+        return ENV_SPECS[cfg.env_spec.name].extrinsic
+
+    def needs_embedder(self, cfg: DictConfig) -> bool:
+        return not self.extrinsic(cfg) and cfg.env_spec.single_task is None
+
+    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+        return GOOD_ACTIONS
+
+    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
+        spec = cfg.env_spec
+        suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg))
+        single = None
+        if spec.single_task is not None:
+            single = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
+        reward = None
+        if not self.extrinsic(cfg) and single is None:
+            reward = GoalReward(embedder, spec.threshold)
+        return GoalSource(suggester, reward, single, check_success=spec.check_ac_success)
+
+    def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
+        return {}
+
+    def eval_metrics(self, episodes: Sequence[Mapping[str, float]],
+                     goals: Sequence[Goals]) -> dict[str, float]:
+        """Achievements unlocked per episode (the paper's headline metric, logged as
+        ``eval/episode_reward``), the Crafter score and each achievement's success rate."""
+        rates = success_rates(episodes)
+        return {
+            "eval/episode_reward": float(np.mean([achievements_unlocked(ep) for ep in episodes])),
+            "eval/score": crafter_score(rates),
+            **{f"achievements/{name}": rate for name, rate in rates.items()},
+        }
+
+    def single_goals(self, cfg: DictConfig) -> list[str]:
+        """The finetuning task, else every useful named action."""
+        if cfg.env_spec.single_task is not None:
+            return [cfg.env_spec.single_task]
+        return [name for name in EASIER_ACTIONS if name not in _NOT_GOALS]
+
+    def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
+        return bool(info["effective_success"]) and same_action(info["action_name"], goal)
+
+    def describe(self, metrics: Mapping[str, float]) -> str:
+        return (f"{metrics['eval/episode_reward']:.2f} achievements unlocked per episode, "
+                f"Crafter score {metrics['eval/score']:.2f}%")
+
+    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
+        return (f"[eval @ {frame} frames] achievements/episode "
+                f"{metrics.get('eval/episode_reward', float('nan')):.2f}, crafter score "
+                f"{metrics.get('eval/score', float('nan')):.2f}%, episode length "
+                f"{metrics.get('eval/episode_length', float('nan')):.0f}")

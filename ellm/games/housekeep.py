@@ -1,0 +1,133 @@
+"""Text-Housekeep as a game of the training loop (``env_spec.name=Housekeep``; HOUSEKEEP.md,
+docs/housekeep.md). The method on top of it (yes/no questions, goals, reward) is
+:mod:`ellm.housekeep`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from ellm.errors import ConfigError
+from ellm.goals import Goals
+from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_suggester
+from text_housekeep import (
+    ACTION_MODES,
+    BACKENDS,
+    ENV_ID,
+    STAT_KEYS,
+    BackendError,
+    HousekeepDataError,
+    episode_count,
+    find_scene,
+    make,
+)
+
+
+def _data_dir(spec: DictConfig) -> Path | None:
+    return None if spec.housekeep_data in (None, "") else Path(str(spec.housekeep_data))
+
+
+class HousekeepGame:
+    name = "housekeep"
+    env_ids = (ENV_ID,)
+    headline = ("housekeep/rearrange_success", "rearrange success")
+
+    def validate(self, cfg: DictConfig) -> None:
+        spec = cfg.env_spec
+
+        def bad(key: str, why: str) -> ConfigError:
+            return ConfigError(f"env_spec.{key}={OmegaConf.select(spec, key)!r} is invalid: {why}")
+
+        if spec.housekeep_action_mode not in ACTION_MODES:
+            raise bad("housekeep_action_mode", f"expected one of {', '.join(ACTION_MODES)}")
+        if spec.housekeep_backend not in BACKENDS:
+            raise bad("housekeep_backend", f"expected one of {', '.join(BACKENDS)}")
+        if spec.housekeep_backend == "habitat" and spec.housekeep_action_mode != "lowlevel":
+            raise bad("housekeep_action_mode", "the habitat backend has only the lowlevel actions")
+        length = spec.housekeep_length
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise bad("housekeep_length", "expected an integer >= 1")
+        ep_num = spec.housekeep_ep_num
+        if isinstance(ep_num, bool) or not isinstance(ep_num, int):
+            raise bad("housekeep_ep_num", "expected an integer")
+        if spec.single_task is not None:
+            raise bad("single_task", "single-task finetuning exists only for Crafter; Housekeep "
+                      "finetunes with the oracle's rewards (lm_class=SimpleOracle)")
+        if cfg.single_goal_eval:
+            raise ConfigError("single_goal_eval=True is invalid with env_spec.name=Housekeep: "
+                              "per-goal evaluation exists only for Crafter")
+        if cfg.use_language_state is not None and not spec.use_language_state:
+            raise ConfigError(
+                f"use_language_state={cfg.use_language_state} needs env_spec.use_language_state="
+                "True with Housekeep (the environment only then writes the text observation)")
+        try:
+            find_scene(spec.housekeep_task, _data_dir(spec))
+            count = episode_count(spec.housekeep_task, _data_dir(spec))
+        except HousekeepDataError as err:
+            raise ConfigError(str(err)) from None
+        if not 0 <= ep_num < count:
+            raise bad("housekeep_ep_num", f"scene {spec.housekeep_task} has {count} episodes "
+                      f"(0..{count - 1})")
+
+    def make_env(self, cfg: DictConfig, seed: int):
+        """The configured episode; ``seed`` is unused (one fixed episode, deterministic game)."""
+        spec = cfg.env_spec
+        try:
+            return make(spec.housekeep_task, spec.housekeep_ep_num,
+                        action_mode=spec.housekeep_action_mode, backend=spec.housekeep_backend,
+                        length=spec.housekeep_length, language_state=spec.use_language_state,
+                        data_dir=_data_dir(spec))
+        except (HousekeepDataError, BackendError) as err:
+            raise ConfigError(str(err)) from None
+
+    def extrinsic(self, cfg: DictConfig) -> bool:
+        return False  # trained on LM rewards; the game reward is logged and evaluated
+
+    def needs_embedder(self, cfg: DictConfig) -> bool:
+        return False  # its reward matches captions exactly
+
+    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+        return ()  # the Novelty suggester enumerates the (object, receptacle) pairs it sees
+
+    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
+        return HousekeepGoalSource(build_housekeep_suggester(cfg.env_spec.lm_spec))
+
+    def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
+        """``train/rearrange_success`` and the other success metrics of the episode."""
+        return {f"train/{k}": float(stats[k]) for k in STAT_KEYS if k in stats}
+
+    def eval_metrics(self, episodes: Sequence[Mapping[str, float]],
+                     goals: Sequence[Goals]) -> dict[str, float]:
+        """``eval/episode_reward`` (game reward: objects put right, net), the success metrics
+        as ``housekeep/<name>`` (means over the episodes), and the LM's accuracy against the
+        ground truth over every pair it answered so far in training and evaluation
+        (``housekeep/lm_accuracy``, ``lm_precision``, ``lm_recall``, ``lm_pairs``)."""
+        metrics = {
+            "eval/episode_reward": float(np.mean([ep["reward"] for ep in episodes])),
+            **{f"housekeep/{k}": float(np.mean([ep[k] for ep in episodes])) for k in STAT_KEYS},
+        }
+        if all(source.suggester.answerer is not None for source in goals):
+            records = [source.suggester.answers for source in goals]
+            metrics.update({f"housekeep/{k}": v for k, v in answer_metrics(records).items()})
+        return metrics
+
+    def single_goals(self, cfg: DictConfig) -> list[str]:
+        return []
+
+    def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
+        return info.get("transition_caption") == goal
+
+    def describe(self, metrics: Mapping[str, float]) -> str:
+        return (f"{100 * metrics['housekeep/rearrange_success']:.0f}% of the objects put where "
+                f"they belong, game reward {metrics['eval/episode_reward']:.2f} per episode")
+
+    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
+        return (f"[eval @ {frame} frames] rearrange success "
+                f"{metrics['housekeep/rearrange_success']:.2f}, objects picked "
+                f"{metrics['housekeep/pick_success']:.2f}, placed right "
+                f"{metrics['housekeep/place_success']:.2f}, episode length "
+                f"{metrics.get('eval/episode_length', float('nan')):.0f}")

@@ -1,0 +1,111 @@
+"""The config is checked once, in process, before anything is built: each bad value raises a
+ConfigError naming its key; the run records its method and game; ignored keys are listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+
+from ellm.config import IGNORED_KEYS, ConfigError, method_of, resolve_threads, validate
+from ellm.games import GAMES, find_game
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(*overrides: str):
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("override, key", [
+    ("num_train_frames=-5", "num_train_frames"),
+    ("batch_size=abc", "batch_size"),
+    ("discount=0", "discount"),
+    ("torch_threads=0", "torch_threads"),
+    ("env_spec.name=CrafterTextEnv-v9", "env_spec.name"),
+    ("env_spec.action_space_type=hard", "env_spec.action_space_type"),
+    ("env_spec.threshold=2", "env_spec.threshold"),
+    ("env_spec.single_task=fly", "env_spec.single_task"),
+    ("env_spec.lm_spec.lm_class=Gpt4", "lm_class"),
+    ("env_spec.lm_spec.temperature=hot", "temperature"),
+    ("agent.train_eps_min=2", "agent.train_eps_min"),
+    ("agent.hidden_dim=0", "agent.hidden_dim"),
+    ("use_language_state=gru", "use_language_state"),
+    ("finetune_settings=all", "finetune_settings"),
+    ("save_video=True", "save_video"),
+    ("finetune_snapshot=True", "snapshot_path"),
+    ("device=tpu", "device"),
+    ("env_spec.name=Housekeep", None),  # valid
+    ("env_spec.name=Housekeep env_spec.housekeep_ep_num=5000", "env_spec.housekeep_ep_num"),
+    ("env_spec.name=Housekeep env_spec.housekeep_task=rs_int", "rs_int"),
+    ("env_spec.name=Housekeep single_goal_eval=True", "single_goal_eval"),
+])
+def test_a_bad_value_raises_naming_its_key(override, key):
+    cfg = config(*override.split())
+    if key is None:
+        validate(cfg)
+        return
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(cfg)
+
+
+def test_cuda_without_a_gpu_is_refused(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device='cuda'.*no CUDA GPU"):
+        validate(config("device=cuda"))
+
+
+def test_the_default_config_is_valid_and_runs_crafter():
+    assert validate(config()).name == "crafter"
+    assert validate(config("env_spec.name=Housekeep")).name == "housekeep"
+
+
+def test_each_env_name_finds_exactly_one_game():
+    for game in GAMES:
+        for env_id in game.env_ids:
+            assert find_game(env_id) is game
+    with pytest.raises(ConfigError, match="expected one of"):
+        find_game("Pong-v5")
+
+
+@pytest.mark.parametrize("overrides, method", [
+    ((), "ellm-oracle"),
+    (("env_spec.lm_spec.lm_class=BaselineModel",), "novelty"),
+    (("env_spec.lm_spec.lm_class=GPTLanguageModel",), "ellm-llm"),
+    (("env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.dummy_lm=True"),
+     "ellm-dummy"),
+    (("agent=rnd",), "rnd"),
+    (("agent=noveld",), "noveld"),
+    (("agent=apt",), "apt"),
+    (("agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True"), "noveld"),
+    (("env_spec.name=CrafterReward-v1",), "extrinsic"),
+    (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "random"),
+    (("env_spec.name=Housekeep", "env_spec.lm_spec.lm_class=BaselineModel"), "novelty"),
+    (("agent._target_=dqn.DQNAgent",), "ellm-oracle"),
+])
+def test_the_method_is_named_from_the_config(overrides, method):
+    cfg = config(*overrides)
+    assert method_of(cfg, validate(cfg)) == method
+
+
+def test_every_ignored_key_exists_and_says_so_in_config_yaml():
+    text = (ROOT / "config.yaml").read_text()
+    data = yaml.safe_load(text)
+    for key in IGNORED_KEYS:
+        node = data
+        for part in key.split("."):
+            node = node[part]  # KeyError: a listed key that config.yaml does not have
+        indent = "  " * key.count(".")
+        line = next(line for line in text.splitlines()
+                    if line.startswith(f"{indent}{key.rsplit('.', 1)[-1]}:"))
+        assert "accepted and ignored" in line, line
+
+
+def test_auto_threads_leave_room_for_a_second_run():
+    assert resolve_threads("auto", cpus=2) == 1
+    assert resolve_threads("auto", cpus=16) == 8
+    assert resolve_threads("auto", cpus=1) == 1
+    assert resolve_threads(3, cpus=2) == 3
