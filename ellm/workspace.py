@@ -102,8 +102,8 @@ class Workspace:
         self.goals = self.game.goal_source(cfg, self.embedder)
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
-        self.evaluator = Evaluator(
-            self.game.make_env(cfg, cfg.seed + 10_000), self.game.goal_source(cfg, self.embedder),
+        self.evaluator = Evaluator(  # the original seeds the eval env with seed + 1
+            self.game.make_env(cfg, cfg.seed + 1), self.game.goal_source(cfg, self.embedder),
             self.game, self.inputs, stats_path=self.run_dir / "eval" / "stats.jsonl",
             num_episodes=cfg.num_eval_episodes, frame_stack=cfg.frame_stack,
             single_goals=self.game.single_goals(cfg) if cfg.single_goal_eval else (),
@@ -121,6 +121,9 @@ class Workspace:
 
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
         self.frame = self.episode = 0
+        # train_after_reward / decay_after_reward wait, as the original, until the rewards
+        # summed over the run reach 1 (first_reward_frame is when they did).
+        self.cumulative_reward = 0.0
         self.first_reward_frame: int | None = None
         if snapshot is not None and resuming:
             self._restore(*snapshot)
@@ -165,6 +168,8 @@ class Workspace:
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
                                  every=max(1000, cfg.eval_every_frames // 5))
         with logging_redirect_tqdm():  # log lines print above the progress bar
+            if self.frame == 0 < cfg.num_train_frames:
+                self._evaluate()  # the untrained agent, as the original evaluates at step 0
             episode = self._start_episode()
             while self.frame < cfg.num_train_frames:
                 episode, info, last = self._step(episode)
@@ -222,11 +227,12 @@ class Workspace:
         self.frame += 1
         ep.length += 1
         ep.reward += reward
+        self.cumulative_reward += reward
         self.progress.update(self.frame)
-        if reward > 0 and self.first_reward_frame is None:
+        if self.first_reward_frame is None and self.cumulative_reward >= 1:
             self.first_reward_frame = self.frame
             if self.agent.start_epsilon_decay(self.frame):
-                log.info("first positive reward at frame %d: epsilon starts decaying", self.frame)
+                log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
         return ep, info, last
 
     def _should_update(self) -> bool:
@@ -305,6 +311,7 @@ class Workspace:
         meta = {
             "frame": self.frame, "episode": self.episode,
             "first_reward_frame": self.first_reward_frame,
+            "cumulative_reward": self.cumulative_reward,
             "method": self.method, "game": self.game.name,
             "config": redacted(self.cfg),
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
@@ -317,6 +324,7 @@ class Workspace:
         self.agent.load_state_dict(agent_state)
         self.frame, self.episode = int(meta["frame"]), int(meta["episode"])
         self.first_reward_frame = meta.get("first_reward_frame")
+        self.cumulative_reward = float(meta.get("cumulative_reward", 0.0))
         _set_rng_state(meta["rng"])
         for name, env in self._seeded_envs().items():  # new worlds, not the first ones again
             env.episode_count = meta.get("env_episodes", {}).get(name, 0)

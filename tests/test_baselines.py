@@ -506,7 +506,7 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name
     resumed = snapshot(run)
     assert resumed["meta"]["frame"] == 80
     assert resumed["agent"]["num_updates"] == 16  # counted on from the snapshot
-    assert [int(r["frame"]) for r in csv_rows(run / "eval.csv")] == [30, 60, 80]
+    assert [int(r["frame"]) for r in csv_rows(run / "eval.csv")] == [0, 30, 60, 80]
     assert [int(r["frame"]) for r in csv_rows(run / "train.csv")] == [20, 40, 60, 80]
     assert resumed["agent"]["agent_target"] == first["agent"]["agent_target"]
     if "intrinsic" in first["agent"]:  # the modules' statistics went on from the snapshot

@@ -512,7 +512,7 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     assert config["env_spec"]["name"] == "Housekeep"
     assert config["env_spec"]["housekeep_task"] == th.DEFAULT_TASK
     housekeep = csv_rows(pretrained / "housekeep.csv")
-    assert [int(r["frame"]) for r in housekeep] == [60, 120]
+    assert [int(r["frame"]) for r in housekeep] == [0, 60, 120]
     for key in ("rearrange_success", "misplaced_success", "pick_success", "place_success",
                 "soft_score", "lm_accuracy", "lm_pairs"):
         assert key in housekeep[0]
@@ -521,7 +521,7 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     assert len(train_rows) == 4 and "rearrange_success" in train_rows[0]
     stats = [json.loads(line) for line in
              (pretrained / "eval" / "stats.jsonl").read_text().splitlines()]
-    assert len(stats) == 2 and {"rearrange_success", "length"} <= set(stats[0])
+    assert len(stats) == 3 and {"rearrange_success", "length"} <= set(stats[0])
     assert list(pretrained.glob("wandb/offline-run-*"))
     snapshot = torch.load(pretrained / "snapshot.pt", weights_only=True)
     assert snapshot["meta"]["frame"] == 120
@@ -543,7 +543,7 @@ def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
     assert "finetune_snapshot=True without snapshot_path" in proc.stdout + proc.stderr
     out = find_run(tmp_path, "EXPL_RUN")
     assert "guided exploration from" in (out / "train.log").read_text()
-    assert len(csv_rows(out / "eval.csv")) == 2
+    assert len(csv_rows(out / "eval.csv")) == 3
 
 
 @pytest.mark.e2e

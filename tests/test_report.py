@@ -93,7 +93,7 @@ def test_eval_curve_has_one_line_per_method_with_both_seeds(sweep, tmp_path):
     for method, s in series.items():
         dirs = [d for d in run_dirs(sweep) if method_of(d) == method]
         assert len(dirs) == 2 and len(s["runs"]) == 2
-        assert s["frames"] == [20, 40] and s["n_runs"] == [2, 2]
+        assert s["frames"] == [0, 20, 40] and s["n_runs"] == [2, 2, 2]
         per_run = [{ep["frame"]: unlocked(ep) for ep in jsonl(d / "eval" / "stats.jsonl")}
                    for d in dirs]  # one eval episode per evaluation
         for i, frame in enumerate(s["frames"]):
@@ -143,7 +143,8 @@ def test_score_table_pools_the_last_evaluations(sweep, tmp_path):
     report = build_report([sweep], tmp_path, last_evals=2)
     for row in report.scores:
         dirs = [d for d in run_dirs(sweep) if method_of(d) == row.method]
-        both = [jsonl(d / "eval" / "stats.jsonl") for d in dirs]  # evaluations at 20 and 40
+        both = [[ep for ep in jsonl(d / "eval" / "stats.jsonl") if ep["frame"] > 0]
+                for d in dirs]  # the last two evaluations: at 20 and 40
         assert [sorted({ep["frame"] for ep in e}) for e in both] == [[20, 40], [20, 40]]
         assert row.eval_frames == [40, 40] and row.eval_episodes == [2, 2]
         assert row.eval_score == pytest.approx([score(e) for e in both])

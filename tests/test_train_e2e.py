@@ -36,10 +36,10 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
     assert len(train_rows) == 6  # 240 frames of 40-step episodes
     assert int(train_rows[-1]["frame"]) == 240
     eval_rows = csv_rows(pretrained / "eval.csv")
-    assert [int(r["frame"]) for r in eval_rows] == [120, 240]
+    assert [int(r["frame"]) for r in eval_rows] == [0, 120, 240]  # the original evaluates at 0
     assert {"episode_reward", "score", "episode_length"} <= set(eval_rows[0])
     assert len((pretrained / "train" / "stats.jsonl").read_text().splitlines()) == 6
-    assert len((pretrained / "eval" / "stats.jsonl").read_text().splitlines()) == 2
+    assert len((pretrained / "eval" / "stats.jsonl").read_text().splitlines()) == 3
     assert len(list((pretrained / "buffer").glob("*.npz"))) == 6
     config = json.loads((pretrained / "config.json").read_text())
     assert config["use_goal"] is True and config["env_spec"]["lm_spec"]["lm_class"] == "SimpleOracle"
@@ -62,7 +62,7 @@ def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
     out = find_run(tmp_path, "TEST_RUN")
     eval_rows = csv_rows(out / "eval.csv")
     assert "attack_cow" in csv_rows(out / "goals.csv")[0]
-    assert len(eval_rows) == 2
+    assert len(eval_rows) == 3
 
 
 def test_finetuning_from_the_snapshot(pretrained, tmp_path):
@@ -88,7 +88,7 @@ def test_tensorboard_and_wandb_offline(tmp_path):
     events.Reload()
     tags = set(events.Tags()["scalars"])
     assert {"train/episode_reward", "eval/episode_reward", "eval/score", "lm/queries"} <= tags
-    assert [e.step for e in events.Scalars("eval/episode_reward")] == [120, 240]
+    assert [e.step for e in events.Scalars("eval/episode_reward")] == [0, 120, 240]
     assert list(out.glob("wandb/offline-run-*/run-*.wandb"))
 
 
@@ -189,7 +189,7 @@ def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
     assert len(answered) == 5 and failed_requests > 0
     assert float(lm[-1]["api_errors"]) > 0
     assert float(lm[-1]["api_calls"]) == len(answered) + failed_requests
-    assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [120, 240]
+    assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [0, 120, 240]
 
 
 def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
@@ -218,7 +218,7 @@ def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0_seed1", "1_seed2"]
     for job in jobs:
-        assert [int(r["frame"]) for r in csv_rows(sweep / job / "eval.csv")] == [80]
+        assert [int(r["frame"]) for r in csv_rows(sweep / job / "eval.csv")] == [0, 80]
     assert secret not in proc.stdout + proc.stderr
     for path in tmp_path.rglob("*"):
         if path.is_file():
