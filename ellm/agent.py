@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ellm.config import AgentOptions, parse
 from ellm.embed import SentenceEmbedder
 from ellm.networks import QNetwork
 
@@ -132,39 +133,22 @@ class DQNAgent:
             raise _config_error("obs_shape", obs_shape, "(frame_stack, height, width)")
         if use_language_state is False:  # a common spelling of "off"
             use_language_state = None
-        if use_language_state not in LANGUAGE_STATE_ENCODERS:
-            raise _config_error("use_language_state", use_language_state, "null or 'sbert'")
-        if goal_encoder_type not in GOAL_ENCODERS:
-            raise _config_error("goal_encoder_type", goal_encoder_type, "'sbert'")
-        if finetune_settings not in FINETUNE_SETTINGS:
-            raise _config_error("finetune_settings", finetune_settings, f"one of {FINETUNE_SETTINGS}")
-        for key, value in (("use_image", use_image), ("use_goal", use_goal)):
-            if not isinstance(value, bool):
-                raise _config_error(key, value, "true or false")
+        parse(AgentOptions, {  # the config's schema: every agent key is checked in one place
+            "lr": lr, "use_image": use_image, "use_goal": use_goal,
+            "use_language_state": use_language_state, "goal_encoder_type": goal_encoder_type,
+            "finetune_settings": finetune_settings, "other_model_prob": other_model_prob,
+            "update_every_steps": update_every_steps,
+            "critic_target_update_every_steps": critic_target_update_every_steps,
+            "critic_target_tau": critic_target_tau, "train_eps_decay_steps": train_eps_decay_steps,
+            "train_eps_min": train_eps_min, "train_eps_max": train_eps_max, "eval_eps": eval_eps,
+            "hidden_dim": hidden_dim}, "agent.")
         if not (use_image or use_language_state or use_goal):
             raise ValueError("agent.use_image, agent.use_language_state and agent.use_goal are all "
                              "off: the agent needs at least one input")
-        for key, value, low, high in (
-            ("train_eps_min", train_eps_min, 0.0, 1.0),
-            ("train_eps_max", train_eps_max, 0.0, 1.0),
-            ("eval_eps", eval_eps, 0.0, 1.0),
-            ("other_model_prob", other_model_prob, 0.0, 1.0),
-            ("discount", discount, 0.0, 1.0),
-        ):
-            if not low <= float(value) <= high:
-                raise _config_error(key, value, f"a number in [{low}, {high}]")
-        if not 0.0 < float(critic_target_tau) <= 1.0:
-            raise _config_error("critic_target_tau", critic_target_tau, "a number in (0, 1]")
-        if not float(lr) > 0.0:
-            raise _config_error("lr", lr, "a positive number")
-        for key, value in (
-            ("num_actions", num_actions),
-            ("hidden_dim", hidden_dim),
-            ("train_eps_decay_steps", train_eps_decay_steps),
-            ("update_every_steps", update_every_steps),
-            ("critic_target_update_every_steps", critic_target_update_every_steps),
-            ("nstep", nstep),
-        ):
+        # Set by the code, not by config keys:
+        if not 0.0 <= float(discount) <= 1.0:
+            raise _config_error("discount", discount, "a number in [0, 1]")
+        for key, value in (("num_actions", num_actions), ("nstep", nstep)):
             if int(value) != value or int(value) < 1:
                 raise _config_error(key, value, "a positive integer")
         self.use_text = bool(use_language_state) or use_goal

@@ -83,11 +83,12 @@ def _one_of(*choices: Any) -> Any:
 
 
 def parse(schema: type, node: Any, prefix: str = "") -> Any:
-    """An instance of the dataclass ``schema`` from a config node, checking every field."""
+    """An instance of the dataclass ``schema`` from a config node or a mapping, checking every
+    field; the error names ``prefix + field``."""
     values = {}
     for f in dataclasses.fields(schema):
         key = f"{prefix}{f.name}"
-        value = OmegaConf.select(node, f.name, throw_on_missing=False)
+        value = node.get(f.name)
         try:
             good = f.metadata["ok"](value)
         except TypeError:
@@ -149,10 +150,16 @@ class EnvOptions:
 
 @dataclass(frozen=True)
 class AgentOptions:
-    """The ``agent`` keys of ellm's DQN that every agent class takes."""
+    """The ``agent`` keys of ellm's DQN, which every agent class takes; checked for the config
+    and again by the agent's constructor, for agents built in Python."""
 
-    _target_: str = _key("a dotted class path, e.g. ellm.agent.DQNAgent",
-                         lambda v: isinstance(v, str) and "." in v)
+    lr: float = _key("a positive number", lambda v: _is_num(v) and v > 0)
+    use_image: bool = _bool()
+    use_goal: bool = _bool()
+    use_language_state: str | None = _one_of(None, "sbert")
+    goal_encoder_type: str = _one_of("sbert")
+    finetune_settings: str = _one_of("train_all", "linear", "critic")
+    other_model_prob: float = _prob()
     update_every_steps: int = _int(1)
     critic_target_update_every_steps: int = _int(1)
     critic_target_tau: float = _key("a number in (0, 1]", lambda v: _is_num(v) and 0 < v <= 1)
@@ -169,6 +176,9 @@ def validate(cfg: DictConfig) -> Game:
     parse(RunOptions, cfg)
     game = find_game(OmegaConf.select(cfg, "env_spec.name"))
     parse(EnvOptions, cfg.env_spec, "env_spec.")
+    if not (isinstance(cfg.agent.get("_target_"), str) and "." in cfg.agent._target_):
+        raise ConfigError(f"agent._target_={cfg.agent.get('_target_')!r} is invalid: expected a "
+                          "dotted class path, e.g. ellm.agent.DQNAgent")
     agent = parse(AgentOptions, cfg.agent, "agent.")
     if agent.train_eps_min > agent.train_eps_max:
         raise ConfigError(f"agent.train_eps_min={agent.train_eps_min} is invalid: expected at "
