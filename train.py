@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.checkpoint import SNAPSHOT_NAME
 
 log = logging.getLogger("ellm")
+ROOT = Path(__file__).resolve().parent
+CONFIG_ERROR = 2  # exit code of every config rejected before training (ours or Hydra's)
+GROUPS = ("agent", "preset")  # our config groups (directories beside config.yaml)
 
 
 def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
@@ -51,6 +56,82 @@ def take_key_overrides(argv: list[str]) -> list[str]:
     return kept
 
 
+def help_text() -> str:
+    """``--help``: our groups and every documented key, without Hydra's directory scan."""
+    groups = "\n".join(
+        f"  {group}: {', '.join(sorted(p.stem for p in (ROOT / group).glob('*.yaml')))}"
+        for group in GROUPS)
+    return f"""usage: python train.py [key=value ...] [group=option ...] [-m key=a,b ...]
+
+Train an ELLM agent (or a baseline) on Text-Crafter or Text-Housekeep. Every key below can be
+overridden on the command line, e.g.
+  python train.py env_spec.use_sbert=True use_goal=True use_language_state=sbert \\
+      env_spec.lm_spec.lm_class=SimpleOracle exp_name=TEST_RUN
+
+Config groups (group=option):
+{groups}
+
+-m / --multirun sweeps comma-separated values (seeds, methods); --cfg job prints the composed
+config; --hydra-help lists Hydra's own options. A config that cannot work stops before
+training with a message naming the key and exit code {CONFIG_ERROR}. README.md explains the run
+directory, the metrics and the reports.
+
+Every key, documented where it is defined ({ROOT / 'config.yaml'}):
+
+{(ROOT / 'config.yaml').read_text()}"""
+
+
+def _job_overrides(argv: list[str]) -> list[list[str]]:
+    """The override lists of the jobs a command line launches: one without ``-m``, the
+    product of the comma/range sweeps with it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    args = [a for a in argv if a not in ("-m", "--multirun")]
+    if not sweep:
+        return [args]
+    choices = []
+    for override in OverridesParser.create().parse_overrides(args):
+        if override.is_sweep_override():
+            key = override.get_key_element()
+            choices.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            choices.append([override.input_line])
+    return [list(job) for job in itertools.product(*choices)]
+
+
+def check_before_hydra(argv: list[str]) -> None:
+    """Compose and validate the config of every job before Hydra creates a directory: a
+    rejected config leaves nothing behind. Hydra's own flags (``--cfg``, ...) skip the check."""
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    from ellm.checkpoint import CheckpointError
+    from ellm.config import ConfigError, validate
+
+    logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
+    try:
+        jobs = _job_overrides(argv)
+        with initialize_config_dir(str(ROOT), version_base="1.3"):
+            for overrides in jobs:
+                validate(compose("config", overrides=overrides))
+    except (HydraException, ConfigError, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(CONFIG_ERROR)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Remove a run dir Hydra made for a job that failed validation, and its empty parents."""
+    for path in (run_dir, *run_dir.parents):
+        if path == Path.cwd() or not path.is_dir() or any(path.iterdir()):
+            break
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
     from ellm.checkpoint import CheckpointError
@@ -62,11 +143,17 @@ def main(cfg: DictConfig) -> None:
         workspace = Workspace(cfg, run_dir)
     except (ConfigError, CheckpointError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _remove_if_empty(run_dir)
+        sys.exit(CONFIG_ERROR)
     workspace.train()
     print("\n" + workspace.closing_message())
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = take_key_overrides(sys.argv[1:])
+    args = take_key_overrides(sys.argv[1:])
+    if any(a in ("-h", "--help") for a in args):
+        print(help_text())
+        sys.exit(0)
+    check_before_hydra(args)
+    sys.argv[1:] = args
     main()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import parse_lm_spec
@@ -112,7 +114,8 @@ class RunOptions:
     nstep: int = _int(1)
     batch_size: int = _int(1)
     replay_buffer_size: int = _int(1)
-    replay_buffer_num_workers: int = _int(0)
+    replay_buffer_num_workers: int | str = _key(
+        "auto or an integer >= 0", lambda v: v == "auto" or (_is_int(v) and v >= 0))
     seed: int = _int(0)
     torch_threads: int | str = _key("auto or an integer >= 1",
                                     lambda v: v == "auto" or (_is_int(v) and v >= 1))
@@ -198,6 +201,9 @@ def validate(cfg: DictConfig) -> Game:
                     "agent starts fresh and expl_agent_path only guides its exploration")
     game.validate(cfg)
     resolve_device(cfg.device)
+    for key in ("snapshot_path", "expl_agent_path"):
+        if cfg[key]:
+            checkpoint.resolve(cfg[key], key)  # CheckpointError naming the key
     return game
 
 
@@ -246,16 +252,27 @@ def resolve_device(device: Any) -> torch.device:
     return resolved
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def resolve_threads(threads: Any, cpus: int | None = None) -> int:
     """Torch threads of one run: ``auto`` = half the CPUs this process may use (at least 1),
     so that two runs sharing a machine do not fight over its cores."""
     if threads != "auto":
         return int(threads)
-    if cpus is None:
-        import os
+    return max(1, (cpus or usable_cpus()) // 2)
 
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cpus or 1) // 2)
+
+def resolve_workers(workers: Any, cpus: int | None = None) -> int:
+    """Replay DataLoader workers: ``auto`` = half the CPUs, at most 4 (the original's default);
+    0 or 1 sample in the training process, which is fastest on a 2-core machine."""
+    if workers != "auto":
+        return int(workers)
+    return min(4, (cpus or usable_cpus()) // 2)
 
 
 def redacted(cfg: DictConfig) -> dict[str, Any]:
@@ -275,5 +292,5 @@ def redacted(cfg: DictConfig) -> dict[str, Any]:
 __all__ = [
     "AGENT_ALIASES", "IGNORED_KEYS", "AgentOptions", "ConfigError", "EnvOptions", "RunOptions",
     "agent_target", "method_of", "parse", "redacted", "resolve_device", "resolve_threads",
-    "validate",
+    "resolve_workers", "usable_cpus", "validate",
 ]

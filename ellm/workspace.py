@@ -27,7 +27,15 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint
-from ellm.config import agent_target, method_of, redacted, resolve_device, resolve_threads, validate
+from ellm.config import (
+    agent_target,
+    method_of,
+    redacted,
+    resolve_device,
+    resolve_threads,
+    resolve_workers,
+    validate,
+)
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, to_gray84
 from ellm.games.crafter import achievements_unlocked
@@ -114,7 +122,8 @@ class Workspace:
         self.storage = ReplayStorage(replay_dir, self.strings)
         self.loader = make_replay_loader(
             replay_dir, capacity=cfg.replay_buffer_size, batch_size=cfg.batch_size,
-            num_workers=cfg.replay_buffer_num_workers, nstep=cfg.nstep, discount=cfg.discount,
+            num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
+            discount=cfg.discount,
             frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
             save_buffer=cfg.save_buffer, seed=cfg.seed)
         self._batches = None
@@ -166,7 +175,7 @@ class Workspace:
         summaries and the run's wall time go to the log (console and ``train.log``)."""
         cfg, timer, first_frame = self.cfg, Timer(), self.frame
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
-                                 every=max(1000, cfg.eval_every_frames // 5))
+                                 every=min(10_000, max(100, cfg.num_train_frames // 20)))
         with logging_redirect_tqdm():  # log lines print above the progress bar
             if self.frame == 0 < cfg.num_train_frames:
                 self._evaluate()  # the untrained agent, as the original evaluates at step 0
@@ -196,7 +205,7 @@ class Workspace:
             lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
                          f"{self.game.describe(self.last_eval)}.")
         lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm.report {self.run_dir} --out {self.run_dir / 'report'}"]
+                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)
 
     def _start_episode(self) -> Episode:

@@ -21,6 +21,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 # Everything the project needs is installed locally; never wait on a model hub.
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-offline}"
+# (WANDB_MODE is left to the user: set to offline, importing transformers prints a notice.)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"

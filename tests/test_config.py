@@ -9,7 +9,14 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from ellm.config import IGNORED_KEYS, ConfigError, method_of, resolve_threads, validate
+from ellm.config import (
+    IGNORED_KEYS,
+    ConfigError,
+    method_of,
+    resolve_threads,
+    resolve_workers,
+    validate,
+)
 from ellm.games import GAMES, find_game
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +32,7 @@ def config(*overrides: str):
     ("batch_size=abc", "batch_size"),
     ("discount=0", "discount"),
     ("torch_threads=0", "torch_threads"),
+    ("replay_buffer_num_workers=-1", "replay_buffer_num_workers"),
     ("env_spec.name=CrafterTextEnv-v9", "env_spec.name"),
     ("env_spec.action_space_type=hard", "env_spec.action_space_type"),
     ("env_spec.threshold=2", "env_spec.threshold"),
@@ -109,3 +117,11 @@ def test_auto_threads_leave_room_for_a_second_run():
     assert resolve_threads("auto", cpus=16) == 8
     assert resolve_threads("auto", cpus=1) == 1
     assert resolve_threads(3, cpus=2) == 3
+
+
+def test_auto_replay_workers_fit_the_machine():
+    # torch warns when a DataLoader has more workers than CPUs; 0 or 1 sample in process
+    assert resolve_workers("auto", cpus=2) == 1
+    assert resolve_workers("auto", cpus=4) == 2
+    assert resolve_workers("auto", cpus=32) == 4
+    assert resolve_workers(5, cpus=2) == 5

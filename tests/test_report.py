@@ -394,3 +394,45 @@ def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_
         old = {k: v for k, v in config.items() if k not in ("method", "game", "ellm_version")}
         assert method_name(old) == method_name(config) == method_of(run)
         assert not is_housekeep(old) and not is_housekeep(config)
+
+
+@pytest.mark.e2e
+def test_pooling_that_could_mislead_is_warned_about_and_experiments_can_be_kept_apart(
+        sweep, tmp_path):
+    oracle = [d for d in run_dirs(sweep) if method_of(d) == "ELLM-oracle"]
+    short = copy_run(oracle[0], tmp_path / "mixed" / "short")
+    config = json.loads((short / "config.json").read_text())
+    config["num_train_frames"] = 10
+    (short / "config.json").write_text(json.dumps(config))
+    copy_run(oracle[1], tmp_path / "mixed" / "long")
+    report = build_report([tmp_path / "mixed"], tmp_path / "out")
+    assert report.warnings == ["ELLM-oracle: runs of different budgets pooled "
+                               "(num_train_frames 10, 40); --group-by num_train_frames keeps "
+                               "them apart"]
+    assert "**Warnings:**" in report.summary.read_text()
+
+    for name in ("A", "B"):  # the same seed in two experiments
+        run = copy_run(oracle[0], tmp_path / "twice" / name)
+        config = json.loads((run / "config.json").read_text())
+        config["exp_name"] = name
+        (run / "config.json").write_text(json.dumps(config))
+    report = build_report([tmp_path / "twice"], tmp_path / "out2")
+    assert report.warnings == [f"ELLM-oracle: seed {run_seed(oracle[0])} appears more than once;"
+                               " --group-by exp_name keeps experiments apart"]
+    apart = build_report([tmp_path / "twice"], tmp_path / "out3", group_by=["exp_name"])
+    assert apart.warnings == []
+    assert sorted({r.method for r in apart.runs}) == ["ELLM-oracle exp_name=A",
+                                                      "ELLM-oracle exp_name=B"]
+
+
+@pytest.mark.e2e
+def test_out_defaults_to_a_report_dir_inside_the_one_path(sweep, tmp_path):
+    run = copy_run(run_dirs(sweep)[0], tmp_path / "run")
+    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(run)], cwd=tmp_path,
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (run / "report" / "report.md").is_file()
+
+
+def run_seed(run: Path) -> int:
+    return json.loads((run / "config.json").read_text())["seed"]

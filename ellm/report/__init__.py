@@ -30,6 +30,7 @@ from ellm.report.aggregate import (
     curves,
     eval_achievements,
     lm_usage,
+    pooling_warnings,
     rearrange_key,
     rearrange_success,
     scores,
@@ -51,6 +52,7 @@ class Report:
     out: Path
     last_evals: int = 1                        # latest evaluations pooled in the score table
     scores: list[MethodScores] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # pooling that could mislead
     lm: list[LMUsage] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
 
@@ -76,6 +78,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     crafter = [r for r in runs if r.has_data and not r.housekeep]
     housekeep = [r for r in runs if r.has_data and r.housekeep]
     report.scores = scores(crafter, last_evals)
+    report.warnings = pooling_warnings(runs)
     report.lm = lm_usage(runs)
 
     lines = {
@@ -107,6 +110,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
         "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
                   "path": str(r.path)} for r in runs],
         "last_evals": last_evals,
+        "warnings": report.warnings,
         "scores": [s.as_dict() for s in report.scores],
         "lm": [u.as_dict() for u in report.lm],
         "figures": {k: p.name for k, p in report.figures.items()},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 DESCRIPTION = """\
 Figures and a Markdown summary (report.md) of ELLM training runs, grouped by method.
@@ -16,13 +17,15 @@ with what they have logged so far."""
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ellm.report", description=DESCRIPTION)
     p.add_argument("paths", nargs="+", metavar="PATH", help="run or sweep directories")
-    p.add_argument("--out", required=True, help="directory for report.md, PNGs and JSON")
+    p.add_argument("--out", default=None,
+                   help="directory for report.md, PNGs and JSON (default: PATH/report for one "
+                        "PATH, else ./report)")
     p.add_argument("--group-by", action="append", default=[], metavar="KEY",
-                   help="config key (dotted, e.g. env_spec.threshold) whose value is added to "
-                        "the method name; repeatable")
+                   help="config key (dotted, e.g. env_spec.threshold, or exp_name to keep "
+                        "experiments apart) whose value is added to the method name; repeatable")
     p.add_argument("--bin-frames", type=int, default=None, metavar="N",
-                   help="frame bin width of the training-episode curve "
-                        "(default: each run's eval_every_frames)")
+                   help="frame bin width of the training-episode curve; smaller gives finer "
+                        "curves (default: each run's eval_every_frames)")
     p.add_argument("--last-evals", type=int, default=1, metavar="K",
                    help="pool the episodes of each run's K latest evaluations in the score "
                         "table and success rates (default: 1, the last evaluation)")
@@ -39,12 +42,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.last_evals < 1:
         print("error: --last-evals must be a positive number of evaluations", file=sys.stderr)
         return 2
+    out = args.out or str(Path(args.paths[0]) / "report" if len(args.paths) == 1 else "report")
     try:
-        report = build_report(args.paths, args.out, args.group_by, args.bin_frames,
+        report = build_report(args.paths, out, args.group_by, args.bin_frames,
                               args.last_evals)
     except NotARunDir as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     with_data = sum(r.has_data for r in report.runs)
     print(f"{len(report.runs)} runs ({with_data} with data), "
           f"{len(report.figures)} figures -> {report.summary}")

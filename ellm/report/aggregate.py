@@ -44,6 +44,24 @@ def by_method(runs: Sequence[Run]) -> dict[str, list[Run]]:
     return dict(groups)
 
 
+def pooling_warnings(runs: Sequence[Run]) -> list[str]:
+    """What would make a method's mean misleading: runs of different budgets, or one seed
+    counted twice (e.g. two experiments of one method read together)."""
+    warnings = []
+    for method, group in by_method([r for r in runs if r.has_data]).items():
+        budgets = sorted({int(cfg_get(r.config, "num_train_frames")) for r in group})
+        if len(budgets) > 1:
+            warnings.append(f"{method}: runs of different budgets pooled "
+                            f"(num_train_frames {', '.join(map(str, budgets))}); "
+                            "--group-by num_train_frames keeps them apart")
+        seeds = [r.seed for r in group]
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1 and s is not None})
+        if repeated:
+            warnings.append(f"{method}: seed {', '.join(map(str, repeated))} appears more than "
+                            "once; --group-by exp_name keeps experiments apart")
+    return warnings
+
+
 def curves(runs: Sequence[Run], points: Callable[[Run], Points]) -> list[Curve]:
     """One :class:`Curve` per method from each run's ``points``; methods with no points are left
     out."""

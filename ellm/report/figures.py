@@ -37,7 +37,7 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) ->
     for curve in curves:
         x = np.asarray(curve.frames, dtype=float)
         mean, std = np.asarray(curve.mean), np.asarray(curve.std)
-        line, = ax.plot(x, mean, marker="o" if len(x) < 30 else None, markersize=3,
+        line, = ax.plot(x, mean, marker="o" if len(x) < 30 else None, markersize=5,
                         label=f"{curve.method} (n={len(curve.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("frames")

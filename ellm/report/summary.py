@@ -97,6 +97,8 @@ def render(report: Report) -> str:
            (f"{len(runs)} run directories ({len(with_data)} with data) of {len(methods)} "
             f"methods: {', '.join(methods)}."),
            "", "## Runs", "", *run_table(runs), ""]
+    if report.warnings:
+        out += ["**Warnings:**", "", *[f"- {w}" for w in report.warnings], ""]
     if not with_data:
         out += ["No run has logged any data yet: nothing to plot.", ""]
         return "\n".join(out)
@@ -108,7 +110,7 @@ def render(report: Report) -> str:
     else:
         out += ["No Crafter evaluation has run yet.", ""]
     if "achievements_train" in report.figures:
-        out += ["Training episodes (binned by frames):", "",
+        out += ["Training episodes (binned by frames; `--bin-frames N` gives finer bins):", "",
                 "![achievements per training episode](achievements_train.png)", ""]
 
     if report.scores:
