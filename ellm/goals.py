@@ -32,8 +32,11 @@ class Goals(Protocol):
     def reward(self, info: Mapping[str, Any]) -> float: ...
 
 
-def goal_text(goals: Sequence[str]) -> str:
-    """The goal string an agent with ``use_goal`` reads."""
+def goal_text(goals: Sequence[str], paper_setting: bool = False) -> str:
+    """The goal string an agent with ``use_goal`` reads: in the paper setting as the original
+    wrote it (goals joined by spaces, "Your goal is: ." when there is none), else as a list."""
+    if paper_setting:
+        return f"Your goal is: {' '.join(goals)}."
     return f"Your goal is: {', '.join(goals) if goals else 'none'}."
 
 
@@ -52,10 +55,12 @@ class GoalSource:
         goal_reward: GoalReward | None,
         single_task: SingleTaskReward | None = None,
         check_success: bool = True,
+        show_goals: bool = True,
     ):
         self.suggester = suggester
         self.goal_reward = goal_reward
         self.single_task = single_task
+        self.show_goals = show_goals  # False: the agent is shown no goal (the paper's extrinsic runs)
         self.check_success = check_success and getattr(suggester, "uses_success_gate", True)
         self.goals: list[str] = []
         self.matches = 0
@@ -70,7 +75,7 @@ class GoalSource:
         """Goals for the state just observed (kept for the next reward)."""
         if self.single_task is not None:
             self.goals = [self.single_task.goal]
-        else:
+        elif self.show_goals:
             self.goals = self.suggester.suggest(text_state(obs, info))
         return self.goals
 

@@ -53,24 +53,31 @@ class GoalReward:
 
 
 # Prerequisite chains for single-task finetuning with single_goal_hierarchical (ELLM.md §4).
+_TABLE = ("chop tree", "chop tree", "place crafting table")
+_WOOD_PICKAXE = (*_TABLE, "make wood pickaxe")
+_STONE_PICKAXE = (*_WOOD_PICKAXE, "mine stone", "make stone pickaxe")
+_IRON_TOOLS = (*_STONE_PICKAXE, "mine stone", "place furnace", "mine coal", "mine iron")
+
+# The subtasks shown one after the other with single_goal_hierarchical, as the original has
+# them (a goal missing here is its own chain). Two trees before the table: one for the table
+# (the v1 cost), one for the first tool.
 TASK_CHAINS: dict[str, tuple[str, ...]] = {
-    "place crafting table": ("chop tree", "chop tree", "place crafting table"),
-    "make wood pickaxe": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe"),
-    "make wood sword": ("chop tree", "chop tree", "place crafting table", "make wood sword"),
-    "mine stone": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                   "mine stone"),
-    "place stone": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                    "mine stone", "place stone"),
-    "mine coal": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                  "mine coal"),
-    "make stone pickaxe": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                           "mine stone", "make stone pickaxe"),
-    "make stone sword": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                         "mine stone", "make stone sword"),
-    "place furnace": ("chop tree", "chop tree", "place crafting table", "make wood pickaxe",
-                      "mine stone", "place furnace"),
-    "place plant": ("chop grass", "place plant"),
     "eat plant": ("chop grass", "place plant", "eat plant"),
+    "place plant": ("chop grass", "place plant"),
+    "place crafting table": ("chop tree", "place crafting table"),
+    "make wood pickaxe": _WOOD_PICKAXE,
+    "make wood sword": (*_TABLE, "make wood sword"),
+    "mine stone": (*_WOOD_PICKAXE, "mine stone"),
+    "mine coal": (*_WOOD_PICKAXE, "mine coal"),
+    "place stone": (*_WOOD_PICKAXE, "mine stone", "place stone"),
+    "place furnace": (*_WOOD_PICKAXE, "mine stone", "mine stone", "mine stone", "mine stone",
+                      "place furnace"),
+    "make stone pickaxe": _STONE_PICKAXE,
+    "make stone sword": (*_WOOD_PICKAXE, "mine stone", "make stone sword"),
+    "mine iron": (*_STONE_PICKAXE, "mine iron"),
+    "make iron pickaxe": (*_IRON_TOOLS, "make iron pickaxe"),
+    "make iron sword": (*_IRON_TOOLS, "make iron sword"),
+    "mine diamond": (*_IRON_TOOLS, "make iron pickaxe", "mine diamond"),
 }
 
 HIERARCHICAL_MODES = (False, True, "reward_last")

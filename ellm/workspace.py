@@ -11,10 +11,12 @@ the replay storage and loader, the agent, the evaluator, the logger and the chec
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,12 +56,13 @@ class AgentInputs:
 
     use_language_state: bool
     use_goal: bool
+    goal_text: Callable[[list[str]], str] = goal_text
 
     def text(self, obs: dict[str, Any]) -> str:
         return obs["text_obs"] if self.use_language_state else ""
 
     def goal(self, goals: list[str]) -> str:
-        return goal_text(goals) if self.use_goal else ""
+        return self.goal_text(goals) if self.use_goal else ""
 
     def __call__(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
         return {"frames": frames, "text_obs": self.text(obs), "goal": self.goal(goals)}
@@ -101,7 +104,8 @@ class Workspace:
 
         self.env = self.game.make_env(cfg, cfg.seed)
         self.extrinsic = self.game.extrinsic(cfg)
-        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal)
+        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
+                                  functools.partial(self.game.goal_text, cfg))
         self.embedder = None
         if cfg.use_goal or cfg.use_language_state is not None or self.game.needs_embedder(cfg):
             from ellm.embed import SentenceEmbedder

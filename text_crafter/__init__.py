@@ -21,7 +21,8 @@ for _env_id, _spec in ENV_SPECS.items():
     if _env_id not in _gym.registry:
         _gym.register(
             id=_env_id, entry_point="text_crafter.env:CrafterTextEnv",
-            kwargs={"version": _spec.version, "extrinsic": _spec.extrinsic})
+            kwargs={"version": _spec.version, "extrinsic": _spec.extrinsic,
+                    "reward": _spec.reward})
 
 __all__ = [
     "ACHIEVEMENTS", "ACTION_SPACES", "EASIER_ACTIONS", "ENV_SPECS", "GOOD_ACTIONS", "SYNONYMS",

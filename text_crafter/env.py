@@ -39,12 +39,14 @@ class EnvSpec:
 
     version: int
     extrinsic: bool
+    reward: bool = True  # False: the game reward is always 0 (achievements are still counted)
 
 
 ENV_SPECS: dict[str, EnvSpec] = {
     "CrafterTextEnv-v1": EnvSpec(version=1, extrinsic=False),
     "CrafterTextEnv-v2": EnvSpec(version=2, extrinsic=False),
     "CrafterReward-v1": EnvSpec(version=1, extrinsic=True),
+    "CrafterNoReward-v1": EnvSpec(version=1, extrinsic=False, reward=False),
 }
 
 _CREATURES = (objects.Zombie, objects.Skeleton, objects.Cow)
@@ -60,6 +62,7 @@ class CrafterTextEnv(gym.Env):
         self,
         version: int = 1,
         extrinsic: bool = False,
+        reward: bool = True,
         action_space_type: str = "harder",
         length: int = 400,
         dying: bool = True,
@@ -72,6 +75,7 @@ class CrafterTextEnv(gym.Env):
             raise ValueError(f"version must be 1 or 2, got {version!r}")
         self.version = version
         self.extrinsic = extrinsic
+        self.reward = reward
         self.action_space_type = action_space_type
         self.action_names: tuple[str, ...] = acts.action_names(action_space_type)
         self.good_actions = acts.GOOD_ACTIONS
@@ -173,7 +177,9 @@ class CrafterTextEnv(gym.Env):
         unlocked = sorted(
             a for a, n in player.achievements.items() if n > 0 and a not in self._unlocked)
         self._unlocked.update(unlocked)
-        if self.version == 1:
+        if not self.reward:
+            reward = 0.0
+        elif self.version == 1:
             reward = 1.0 if unlocked else 0.0
         else:
             reward = float(upstream_reward)
@@ -279,4 +285,5 @@ def make(env_id: str, **kwargs: Any) -> CrafterTextEnv:
     except KeyError:
         raise ValueError(
             f"unknown Text-Crafter env id {env_id!r}; valid ids: {sorted(ENV_SPECS)}") from None
-    return CrafterTextEnv(version=spec.version, extrinsic=spec.extrinsic, **kwargs)
+    return CrafterTextEnv(version=spec.version, extrinsic=spec.extrinsic, reward=spec.reward,
+                          **kwargs)

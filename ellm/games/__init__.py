@@ -52,6 +52,9 @@ class Game(Protocol):
                      goals: Sequence[Goals]) -> dict[str, float]:
         """Metrics of an evaluation's episodes (``goals``: training and evaluation sources)."""
 
+    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
+        """The goal string an agent with ``use_goal`` reads."""
+
     def single_goals(self, cfg: DictConfig) -> list[str]:
         """Goals evaluated one at a time with ``single_goal_eval``."""
 

@@ -9,7 +9,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from ellm.errors import ConfigError
-from ellm.goals import Goals, GoalSource
+from ellm.goals import Goals, GoalSource, goal_text
 from ellm.lm import build_suggester
 from ellm.reward import GoalReward, SingleTaskReward
 from text_crafter import (
@@ -58,22 +58,40 @@ class CrafterGame:
     def extrinsic(self, cfg: DictConfig) -> bool:
         return ENV_SPECS[cfg.env_spec.name].extrinsic
 
+    def paper_setting(self, cfg: DictConfig) -> bool:
+        """``-v1`` ids behave as the original did (FIDELITY.md); ``-v2`` ids are the fixed
+        setting."""
+        return ENV_SPECS[cfg.env_spec.name].version == 1
+
     def needs_embedder(self, cfg: DictConfig) -> bool:
         return not self.extrinsic(cfg) and cfg.env_spec.single_task is None
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+        """The paper's Novelty baseline suggests every action name of the action space (139
+        with ``harder``, nonsense pairs and moves included); the fixed setting the 29 actions
+        that do something."""
+        if self.paper_setting(cfg):
+            return ACTION_SPACES[cfg.env_spec.action_space_type]
         return GOOD_ACTIONS
 
     def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
         spec = cfg.env_spec
-        suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg))
+        paper = self.paper_setting(cfg)
+        suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg),
+                                    paper_setting=paper)
         single = None
         if spec.single_task is not None:
             single = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
         reward = None
         if not self.extrinsic(cfg) and single is None:
             reward = GoalReward(embedder, spec.threshold)
-        return GoalSource(suggester, reward, single, check_success=spec.check_ac_success)
+        # The paper's extrinsic runs (CrafterReward-v1) show the agent no goal.
+        show = not (paper and self.extrinsic(cfg))
+        return GoalSource(suggester, reward, single, check_success=spec.check_ac_success,
+                          show_goals=show)
+
+    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
+        return goal_text(goals, paper_setting=self.paper_setting(cfg))
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         return {}

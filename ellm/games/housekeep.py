@@ -12,7 +12,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
-from ellm.goals import Goals
+from ellm.goals import Goals, goal_text
 from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_suggester
 from text_housekeep import (
     ACTION_MODES,
@@ -117,6 +117,9 @@ class HousekeepGame:
 
     def single_goals(self, cfg: DictConfig) -> list[str]:
         return []
+
+    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
+        return goal_text(goals)
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
         return info.get("transition_caption") == goal

@@ -21,6 +21,7 @@ LM_CLASS_ALIASES: Final = {
     "GPTHousekeep": "GPTLanguageModel",
     "SimpleOracleHousekeep": "SimpleOracle",
     "BaselineHousekeep": "BaselineModel",
+    "BaselineLM": "BaselineModel",  # the original's name of Housekeep's Novelty baseline
 }
 ENDPOINTS: Final = ("chat", "completions")
 SECRET_KEYS: Final = ("openai_key",)

@@ -37,9 +37,9 @@ _COAL, _IRON = ("coal", 1), ("iron", 1)
 
 # The oracle's canonical goals, in the order it suggests them (the easier action list's order).
 # Canonical spellings: "attack cow" (not its synonym "eat cow"), "place crafting table" (not
-# "make crafting table"). Requirements follow crafter's data.yaml (table: 1 wood, furnace:
-# 1 stone, tools: 1 of each material, pickaxe tiers for mining); "visible" = the word is in the
-# caption, which covers the 9x7 local view ("table" matches "crafting table").
+# "make crafting table"). Requirements follow upstream crafter's data.yaml (table: 2 wood,
+# furnace: 4 stone, tools: 1 of each material, pickaxe tiers for mining); "visible" = the word
+# is in the caption, which covers the 9x7 local view ("table" matches "crafting table").
 ORACLE_RULES: Final = (
     Rule("eat plant", sees=("plant",)),
     Rule("attack zombie", sees=("zombie",)),
@@ -54,8 +54,8 @@ ORACLE_RULES: Final = (
     Rule("chop grass", sees=("grass",)),
     Rule("sleep", status="sleepy"),
     Rule("place stone", needs=(_STONE,)),
-    Rule("place crafting table", hides=("table",), needs=(_WOOD,)),
-    Rule("place furnace", sees=("table",), needs=(_STONE,)),
+    Rule("place crafting table", hides=("table",), needs=(("wood", 2),)),
+    Rule("place furnace", sees=("table",), needs=(("stone", 4),)),
     Rule("place plant", sees=("grass",), needs=(("sapling", 1),)),
     Rule("make wood pickaxe", sees=("table",), needs=(_WOOD,)),
     Rule("make stone pickaxe", sees=("table",), needs=(_WOOD, _STONE)),
@@ -65,6 +65,55 @@ ORACLE_RULES: Final = (
     Rule("make iron sword", sees=("table", "furnace"), needs=(_WOOD, _COAL, _IRON)),
 )
 ORACLE_GOALS: Final = tuple(rule.goal for rule in ORACLE_RULES)
+
+# The paper setting's oracle (FIDELITY.md row 2): goal -> (inventory counts it needs, words that
+# must occur in the lower-cased caption, as substrings), in the order it suggests them. Both
+# spellings of the two synonyms are suggested; a table costs 1 wood and a furnace 4 stone in
+# the v1 rules; "place furnace" and "place plant" ask nothing of the view.
+PAPER_PREREQS: Final = {
+    "eat plant": ({}, ("plant",)),
+    "attack zombie": ({}, ("zombie",)),
+    "attack skeleton": ({}, ("skeleton",)),
+    "attack cow": ({}, ("cow",)),
+    "eat cow": ({}, ("cow",)),
+    "chop tree": ({}, ("tree",)),
+    "mine stone": ({"wood_pickaxe": 1}, ("stone",)),
+    "mine coal": ({"wood_pickaxe": 1}, ("coal",)),
+    "mine iron": ({"stone_pickaxe": 1}, ("iron",)),
+    "mine diamond": ({"iron_pickaxe": 1}, ("diamond",)),
+    "drink water": ({}, ("water",)),
+    "chop grass": ({}, ("grass",)),
+    "sleep": ({}, ()),
+    "place stone": ({"stone": 1}, ()),
+    "place crafting table": ({"wood": 1}, ()),
+    "make crafting table": ({"wood": 1}, ()),
+    "place furnace": ({"stone": 4}, ()),
+    "place plant": ({"sapling": 1}, ()),
+    "make wood pickaxe": ({"wood": 1}, ("table",)),
+    "make stone pickaxe": ({"stone": 1, "wood": 1}, ("table",)),
+    "make iron pickaxe": ({"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
+    "make wood sword": ({"wood": 1}, ("table",)),
+    "make stone sword": ({"wood": 1, "stone": 1}, ("table",)),
+    "make iron sword": ({"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
+}
+
+
+def paper_oracle_goals(state: TextState) -> list[str]:
+    """The original oracle's goals: every goal whose inventory needs and view words hold; then
+    "sleep" only when the status says sleepy, "place crafting table" dropped when the caption
+    names a crafting table, and "drink water" added when the *inventory* sentence says
+    thirsty (it never does: the original looked for the word in the wrong sentence)."""
+    caption = state.caption.lower()
+    goals = [goal for goal, (needs, sees) in PAPER_PREREQS.items()
+             if all(word in caption for word in sees)
+             and all(state.inventory_counts.get(item, 0) >= n for item, n in needs.items())]
+    if "sleepy" not in state.status.lower():
+        goals.remove("sleep")
+    if "crafting table" in caption and "place crafting table" in goals:
+        goals.remove("place crafting table")
+    if "thirsty" in state.inventory.lower() and "drink water" not in goals:
+        goals.append("drink water")
+    return goals
 
 
 def caption_words(caption: str) -> frozenset[str]:
@@ -93,20 +142,30 @@ class _RuleFreeSuggester:
 
 
 class SimpleOracle(_RuleFreeSuggester):
-    """Rule-based goals from the caption and the true inventory (ELLM.md §3).
+    """Rule-based goals from the caption and the true inventory.
 
-    A goal of :data:`ORACLE_RULES` is suggested when its world thing is a word of the caption,
+    With ``paper_setting`` (the default, and ``-v1`` games) the original's rules
+    (:func:`paper_oracle_goals`). Otherwise ours, which only suggest what the upstream rules let
+    the player do: a goal of :data:`ORACLE_RULES` is suggested when its world thing is a word of
+    the caption,
     the inventory holds what the game requires, and (for "sleep") the status says sleepy.
     "place crafting table" is dropped when a table is visible; "place furnace" and the tools
     need a visible table, iron tools also a visible furnace; "place plant" needs a sapling and
     visible grass (the only material a sapling can be planted on). Order: :data:`ORACLE_GOALS`.
     """
 
+    def __init__(self, *, paper_setting: bool = True, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.paper_setting = paper_setting
+
     def suggest(self, state: TextState) -> list[str]:
         self.counters.queries += 1
-        words = caption_words(state.caption)
-        goals = [rule.goal for rule in ORACLE_RULES
-                 if rule.holds(words, state.inventory_counts, state.status.lower())]
+        if self.paper_setting:
+            goals = paper_oracle_goals(state)
+        else:
+            words = caption_words(state.caption)
+            goals = [rule.goal for rule in ORACLE_RULES
+                     if rule.holds(words, state.inventory_counts, state.status.lower())]
         return truncate(self.novelty.keep(goals), self.max_num_goals)
 
 

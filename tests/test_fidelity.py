@@ -1,0 +1,169 @@
+"""The paper setting (``-v1`` ids, the default config) behaves as the original ELLM code did.
+
+Each test states a fact about the original (github yuqingd/ellm at e068cf4, FIDELITY.md) and
+pins it on a concrete case, so that a later change cannot drift back; the fixed setting
+(``-v2``) is checked beside it where it differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from crafter import objects
+from hydra import compose, initialize_config_dir
+from test_text_crafter import at, blank_env, step_named
+
+from ellm.config import agent_target, validate
+from ellm.goals import goal_text
+from ellm.lm import TextState, parse_lm_spec
+from ellm.lm.oracle import SimpleOracle
+from text_crafter import ACTION_SPACES, GOOD_ACTIONS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(*overrides: str):
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def oracle(caption: str, inventory: str = "", status: str = "", **counts: int) -> list[str]:
+    return SimpleOracle().suggest(TextState(caption, inventory, status, counts))
+
+
+# ---------------------------------------------------------------- game rules (rows 1, 10)
+
+def test_v1_one_wood_facing_grass_place_crafting_table_succeeds():
+    """The original's rule data: a table costs 1 wood (upstream Crafter: 2)."""
+    for env_id, placed in (("CrafterTextEnv-v1", True), ("CrafterTextEnv-v2", False)):
+        env = blank_env(env_id)
+        env.player.inventory["wood"] = 1
+        _, _, _, _, info = step_named(env, "place crafting table")
+        assert (env.world[at(env, 0, 1)][0] == "table") is placed, env_id
+        assert info["effective_success"] is placed
+        assert env.player.inventory["wood"] == (0 if placed else 1)
+
+
+def test_v1_mining_stone_with_9_stone_gives_none_but_leaves_path():
+    """The original changes the world before it finds the item full."""
+    env = blank_env()
+    env.world[at(env, 0, 1)] = "stone"
+    env.player.inventory.update(wood_pickaxe=1, stone=9)
+    step_named(env, "mine stone")
+    assert env.world[at(env, 0, 1)][0] == "path"
+    assert env.player.inventory["stone"] == 9
+    assert env.player.achievements["collect_stone"] == 0
+
+
+def test_v1_drinking_when_full_resets_thirst_without_a_collect():
+    env = blank_env()
+    env.world[at(env, 0, 1)] = "water"
+    env.player._thirst = 15
+    step_named(env, "drink water")
+    assert env.player._thirst < 15  # reset to 0, then one step of thirst
+    assert env.player.achievements["collect_drink"] == 0
+
+
+def test_crafter_no_reward_v1_pays_nothing_but_counts_achievements():
+    env = blank_env("CrafterNoReward-v1")
+    env.world[at(env, 0, 1)] = "tree"
+    _, reward, _, _, info = step_named(env, "chop tree")
+    assert reward == 0.0 and info["unlocked"] == ["collect_wood"]
+
+
+# ---------------------------------------------------------------- the oracle (row 2)
+
+def test_oracle_4_stone_no_table_in_view_suggests_place_furnace():
+    assert "place furnace" in oracle("you see grass.", stone=4)
+    assert "place furnace" not in oracle("you see grass, and table.", stone=3)
+
+
+def test_oracle_1_wood_suggests_both_table_spellings_and_drops_only_place_when_one_is_seen():
+    assert oracle("you see sand.", wood=1) == ["place crafting table", "make crafting table"]
+    seen = oracle("you see crafting table, and grass. you are targeting table.", wood=1)
+    assert "place crafting table" not in seen and "make crafting table" in seen
+    assert "make wood pickaxe" in seen
+
+
+def test_oracle_cow_in_view_suggests_attack_cow_and_eat_cow_in_that_order():
+    assert oracle("you see cow, and grass.") == ["attack cow", "eat cow", "chop grass"]
+
+
+def test_oracle_sapling_held_no_grass_in_view_suggests_place_plant():
+    assert oracle("you see sand.", sapling=1) == ["place plant"]
+
+
+def test_oracle_thirsty_without_water_in_view_suggests_no_drink():
+    """The original looked for "thirsty" in the inventory sentence, which never says it."""
+    assert "drink water" not in oracle("you see grass.", "", "you feel thirsty.")
+    assert "drink water" in oracle("you see water.", "", "you feel thirsty.")
+
+
+def test_oracle_sleep_only_when_sleepy_and_world_words_are_substrings():
+    assert "sleep" in oracle("you see grass.", "", "you feel hungry, sleepy.")
+    assert "sleep" not in oracle("you see grass.", "", "you feel hungry.")
+    # "table" is read as a substring: the facing clause alone makes the tools available
+    assert "make wood sword" in oracle("you see grass. you are targeting table.", wood=1)
+
+
+def test_fixed_setting_oracle_keeps_to_the_upstream_rules():
+    fixed = SimpleOracle(paper_setting=False)
+    assert "place crafting table" not in fixed.suggest(
+        TextState("You see grass.", "", "", {"wood": 1}))
+    assert "eat cow" not in fixed.suggest(TextState("You see cow.", "", "", {}))
+
+
+# ---------------------------------------------------------------- Novelty, goal text (rows 5, 9)
+
+def test_v1_novelty_suggests_all_139_harder_action_names():
+    cfg = config("env_spec.lm_spec.lm_class=BaselineModel")
+    goals = validate(cfg).goal_source(cfg, None).suggester.all_goals
+    assert len(goals) == 139 and goals == ACTION_SPACES["harder"]
+    cfg = config("env_spec.lm_spec.lm_class=BaselineModel", "env_spec.name=CrafterTextEnv-v2")
+    assert validate(cfg).goal_source(cfg, None).suggester.all_goals == GOOD_ACTIONS
+
+
+def test_v1_goal_string_joins_goals_with_spaces():
+    assert goal_text(["chop tree", "drink water"], paper_setting=True) == (
+        "Your goal is: chop tree drink water.")
+    assert goal_text([], paper_setting=True) == "Your goal is: ."
+    cfg = config()
+    assert validate(cfg).goal_text(cfg, ["chop tree"]) == "Your goal is: chop tree."
+
+
+def test_crafter_reward_v1_shows_the_agent_no_goal():
+    cfg = config("env_spec.name=CrafterReward-v1")
+    source = validate(cfg).goal_source(cfg, None)
+    env = blank_env("CrafterReward-v1")
+    env.world.add(objects.Cow(env.world, at(env, 1, 0)))
+    obs, info = env.reset()
+    assert source.reset(obs, info) == []
+
+
+# ---------------------------------------------------------------- names of the original
+
+def test_the_originals_class_names_are_accepted():
+    assert agent_target(config("agent._target_=dqn.DQNAgent")) == "ellm.agent.DQNAgent"
+    assert parse_lm_spec({"lm_class": "BaselineLM"}).lm_class == "BaselineModel"
+
+
+@pytest.mark.parametrize("name", ["CrafterTextEnv-v1", "CrafterReward-v1", "CrafterNoReward-v1"])
+def test_every_v1_id_is_the_paper_setting(name):
+    cfg = config(f"env_spec.name={name}")
+    assert validate(cfg).paper_setting(cfg)
+
+
+# ---------------------------------------------------------------- hierarchical chains
+
+def test_hierarchical_chains_are_the_originals():
+    from ellm.reward import TASK_CHAINS
+
+    assert TASK_CHAINS["place crafting table"] == ("chop tree", "place crafting table")
+    assert TASK_CHAINS["place furnace"][-5:] == ("mine stone",) * 4 + ("place furnace",)
+    assert TASK_CHAINS["mine diamond"] == (
+        "chop tree", "chop tree", "place crafting table", "make wood pickaxe", "mine stone",
+        "make stone pickaxe", "mine stone", "place furnace", "mine coal", "mine iron",
+        "make iron pickaxe", "mine diamond")
+    assert TASK_CHAINS["make iron sword"][-2:] == ("mine iron", "make iron sword")
+    assert TASK_CHAINS["mine iron"][-2:] == ("make stone pickaxe", "mine iron")
