@@ -72,6 +72,37 @@ def test_crafter_no_reward_v1_pays_nothing_but_counts_achievements():
     assert reward == 0.0 and info["unlocked"] == ["collect_wood"]
 
 
+# ---------------------------------------------------------------- success gate (row 7)
+
+def test_v1_a_held_sapling_is_not_a_plant_for_the_gate():
+    """The original compares the noun with inventory keys: "plant" is not one (sapling is)."""
+    for env_id, plausible in (("CrafterTextEnv-v1", False), ("CrafterTextEnv-v2", True)):
+        env = blank_env(env_id, material="sand")
+        env.player.inventory["sapling"] = 1
+        _, _, _, _, info = step_named(env, "eat plant")
+        assert info["plausible_success"] is plausible, env_id
+
+
+def test_v1_a_faced_table_is_not_a_crafting_table_for_the_gate():
+    """The table's material is named "table"; the noun "crafting table" never matches it."""
+    for env_id, plausible in (("CrafterTextEnv-v1", False), ("CrafterTextEnv-v2", True)):
+        env = blank_env(env_id)
+        env.world[at(env, 0, 1)] = "table"
+        _, _, _, _, info = step_named(env, "place crafting table")  # no wood: no effect
+        assert info["effective_success"] is False
+        assert info["plausible_success"] is plausible, env_id
+
+
+def test_v1_a_sleeping_players_action_is_sleep_so_only_sleep_succeeds():
+    env = blank_env()
+    env.world.add(objects.Cow(env.world, at(env, 0, 1)))
+    env.player.sleeping, env.player.inventory["energy"] = True, 3
+    _, _, _, _, info = step_named(env, "attack cow")
+    assert info["plausible_success"] is False and info["transition_caption"] == ""
+    _, _, _, _, info = step_named(env, "sleep")
+    assert info["plausible_success"] is True and info["transition_caption"] == "sleep"
+
+
 # ---------------------------------------------------------------- the oracle (row 2)
 
 def test_oracle_4_stone_no_table_in_view_suggests_place_furnace():

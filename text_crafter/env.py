@@ -26,7 +26,7 @@ from typing import Any
 import crafter
 import gymnasium as gym
 import numpy as np
-from crafter import objects
+from crafter import constants, objects
 
 from text_crafter import actions as acts
 from text_crafter import captions
@@ -159,7 +159,7 @@ class CrafterTextEnv(gym.Env):
     def step(self, action: int):
         name = self._action_name(action)
         player, world = self.player, self.world
-        _, target_obj = world[player.pos + np.array(player.facing)]
+        material, target_obj = world[player.pos + np.array(player.facing)]
         target = captions.target_name(world, player, version=2)
         before = _Snapshot.take(player, target_obj)
 
@@ -170,8 +170,11 @@ class CrafterTextEnv(gym.Env):
 
         effective = before.effective(name, upstream, player, target_obj)
         noun = acts.action_noun(name)
-        plausible = effective or (noun is not None and (
-            noun == target or noun in _held_nouns(before.inventory)))
+        if self.version == 1:
+            plausible = effective or _v1_plausible(name, noun, before, material, target_obj)
+        else:
+            plausible = effective or (noun is not None and (
+                noun == target or noun in _held_nouns(before.inventory)))
         gate = plausible if self.version == 1 else effective
 
         unlocked = sorted(
@@ -267,6 +270,20 @@ class _Snapshot:
         return any(
             count > self.achievements[a]
             for a, count in player.achievements.items() if a != "wake_up")
+
+
+def _v1_plausible(name: str, noun: str | None, before: _Snapshot, material: str | None,
+                  obj: Any) -> bool:
+    """The original's action success (FIDELITY.md row 7): a sleeping player's action is replaced
+    by sleep, so only "sleep" can succeed; otherwise the action's noun must be the faced
+    object's or material's own name ("table", not "crafting table") or an inventory key with a
+    count ("wood_pickaxe"; a sapling is not "plant")."""
+    if before.sleeping and before.inventory["energy"] < constants.items["energy"]["max"]:
+        return name == "sleep"
+    if noun is None:
+        return False
+    names = {material} | ({type(obj).__name__.lower()} if obj is not None else set())
+    return noun in names or before.inventory.get(noun.replace(" ", "_"), 0) > 0
 
 
 def _held_nouns(inventory: dict[str, int]) -> set[str]:
