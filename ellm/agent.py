@@ -22,7 +22,7 @@ from torch.nn import functional as F
 
 from ellm.config import AgentOptions, parse
 from ellm.embed import SentenceEmbedder
-from ellm.networks import QNetwork
+from ellm.networks import ENCODER_MODULES, QNetwork
 
 FINETUNE_SETTINGS = ("train_all", "linear", "critic")
 LANGUAGE_STATE_ENCODERS = (None, "sbert")
@@ -127,6 +127,7 @@ class DQNAgent:
         seed: int | None = None,
         channels_last: bool = True,
         use_extr_rew: bool = False,
+        paper_setting: bool = False,
     ):
         obs_shape = tuple(int(x) for x in obs_shape)
         if len(obs_shape) != 3 or min(obs_shape) < 1:
@@ -198,6 +199,11 @@ class DQNAgent:
                 bool(use_language_state), use_goal, self.text_dim, channels_last,
             ).to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
+        # The original's target network shares the online encoder; only its heads lag.
+        self.shared_encoder = bool(paper_setting)
+        if self.shared_encoder:
+            for name in ENCODER_MODULES:
+                setattr(self.target, name, getattr(self.online, name))
         self._select_trainable()
         self.optimizer = self._make_optimizer()
 
@@ -344,8 +350,13 @@ class DQNAgent:
         text = self._batch_text(batch)
 
         with torch.no_grad():
-            q_next_online = self.online(next_obs, text.next_language, text.next_goal)
-            q_next_target = self.target(next_obs, text.next_language, text.next_goal)
+            if self.shared_encoder:  # one encoder pass serves both heads, as in the original
+                h = self.online.features(next_obs, text.next_language, text.next_goal)
+                q_next_online = self.online.heads(h)
+                q_next_target = self.target.heads(h)
+            else:
+                q_next_online = self.online(next_obs, text.next_language, text.next_goal)
+                q_next_target = self.target(next_obs, text.next_language, text.next_goal)
             target = double_dqn_target(q_next_online, q_next_target, reward, discount)
         q = self.online(obs, text.language, text.goal)
         q_taken = q.gather(1, action.unsqueeze(1)).squeeze(1)

@@ -69,6 +69,10 @@ def _head(hidden_dim: int, out_dim: int) -> nn.Sequential:
     )
 
 
+# The QNetwork parts before the dueling heads (shared with the target in the paper setting).
+ENCODER_MODULES = ("image_encoder", "language_proj", "goal_proj", "fusion")
+
+
 class QNetwork(nn.Module):
     """Dueling Q-network over any non-empty subset of {image, language state, goal}.
 
@@ -130,5 +134,8 @@ class QNetwork(nn.Module):
         goal: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Q-values ``[B, num_actions]``."""
-        h = self.features(frames, language, goal)
+        return self.heads(self.features(frames, language, goal))
+
+    def heads(self, h: torch.Tensor) -> torch.Tensor:
+        """Q-values from fused features (the dueling heads alone)."""
         return dueling_combine(self.value(h), self.advantage(h))

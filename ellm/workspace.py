@@ -171,7 +171,7 @@ class Workspace:
             num_actions=self.env.action_space.n, device=str(self.device),
             embedder=self.embedder, strings=self.strings, discount=cfg.discount,
             nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
-            use_extr_rew=cfg.use_extr_rew)
+            use_extr_rew=cfg.use_extr_rew, paper_setting=self.game.paper_setting(cfg))
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:

@@ -198,3 +198,23 @@ def test_hierarchical_chains_are_the_originals():
         "make iron pickaxe", "mine diamond")
     assert TASK_CHAINS["make iron sword"][-2:] == ("mine iron", "make iron sword")
     assert TASK_CHAINS["mine iron"][-2:] == ("make stone pickaxe", "mine iron")
+
+
+# ---------------------------------------------------------------- the agent (row 4)
+
+def test_paper_setting_target_network_shares_the_online_encoder_and_only_heads_lag():
+    import torch
+    from test_agent import make_agent, make_batch
+
+    paper = make_agent(None, use_goal=False, paper_setting=True,
+                       critic_target_update_every_steps=10**9)
+    for name in ("image_encoder", "fusion"):
+        assert getattr(paper.target, name) is getattr(paper.online, name)
+    assert paper.target.value is not paper.online.value
+    heads = [p.clone() for p in paper.target.value.parameters()]
+    paper.update(make_batch(), step=1)
+    assert all(torch.equal(a, b) for a, b in zip(heads, paper.target.value.parameters()))
+    assert not all(torch.equal(a, b) for a, b in
+                   zip(heads, paper.online.value.parameters()))  # the online heads learned
+    fixed = make_agent(None, use_goal=False, paper_setting=False)
+    assert fixed.target.image_encoder is not fixed.online.image_encoder

@@ -36,6 +36,9 @@ class Game(Protocol):
     def extrinsic(self, cfg: DictConfig) -> bool:
         """True when the agent learns from the game reward instead of the goal reward."""
 
+    def paper_setting(self, cfg: DictConfig) -> bool:
+        """True when the run should behave as the original code did (docs/fidelity.md)."""
+
     def needs_embedder(self, cfg: DictConfig) -> bool:
         """True when its goal reward compares sentences with SBERT."""
 

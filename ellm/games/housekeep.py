@@ -87,6 +87,9 @@ class HousekeepGame:
     def extrinsic(self, cfg: DictConfig) -> bool:
         return False  # trained on LM rewards; the game reward is logged and evaluated
 
+    def paper_setting(self, cfg: DictConfig) -> bool:
+        return True  # one setting: the original's
+
     def needs_embedder(self, cfg: DictConfig) -> bool:
         return False  # its reward matches captions exactly
 
