@@ -129,7 +129,8 @@ class Workspace:
             num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
             discount=cfg.discount,
             frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
-            save_buffer=cfg.save_buffer, seed=cfg.seed)
+            save_buffer=cfg.save_buffer, seed=cfg.seed,
+            per_episode=self.game.paper_setting(cfg))
         self._batches = None
 
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)

@@ -218,3 +218,31 @@ def test_paper_setting_target_network_shares_the_online_encoder_and_only_heads_l
                    zip(heads, paper.online.value.parameters()))  # the online heads learned
     fixed = make_agent(None, use_goal=False, paper_setting=False)
     assert fixed.target.image_encoder is not fixed.online.image_encoder
+
+
+# ---------------------------------------------------------------- replay sampling (row 11)
+
+def test_paper_setting_replay_draws_an_episode_uniformly_and_never_starts_in_its_last_steps(
+        tmp_path):
+    import numpy as np
+    from test_replay import GAMMA, Episodes
+
+    from ellm.replay.sampling import EpisodeShard
+    from ellm.replay.storage import list_episode_files, load_episode
+
+    episodes = Episodes(tmp_path)
+    short, long = episodes.write(6, terminal=True), episodes.write(94, terminal=False)
+    shards = {}
+    for per_episode in (True, False):
+        shard = EpisodeShard(capacity=10**6, nstep=3, clip_reward=True, per_episode=per_episode)
+        for f in list_episode_files(tmp_path):
+            shard.add(f.index, load_episode(f.path))
+        batch = shard.sample(np.random.default_rng(0), 2000, 4, GAMMA)
+        seen = np.array(episodes.check(batch, nstep=3, stack=4))
+        shards[per_episode] = (seen, batch)
+    seen, batch = shards[True]
+    assert 0.45 < np.mean(seen == short) < 0.55  # uniform over episodes, not transitions
+    assert (np.asarray(batch.n_steps) == 3).all()  # a full window: never in the last 2 steps
+    seen, _ = shards[False]
+    assert np.mean(seen == short) < 0.12  # ours, fixed setting: 6 of 100 transitions
+    assert long == 1

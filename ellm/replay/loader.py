@@ -43,7 +43,7 @@ class ShardSampler:
     def __init__(self, cfg: ReplayDataset, shard_id: int) -> None:
         self.cfg, self.shard_id = cfg, shard_id
         capacity = math.ceil(cfg.capacity / cfg.num_shards)
-        self.shard = EpisodeShard(capacity, cfg.nstep, cfg.clip_reward)
+        self.shard = EpisodeShard(capacity, cfg.nstep, cfg.clip_reward, cfg.per_episode)
         self.rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard_id]))
         self._paths: dict[int, Path] = {}
         self._last_index = -1  # files are written in index order: only higher ones are new
@@ -139,6 +139,7 @@ class ReplayDataset(IterableDataset):
         one_step_next_obs: bool = False,
         relist_every: int = 100,
         free_slots: list | None = None,
+        per_episode: bool = False,
     ) -> None:
         self.replay_dir = Path(replay_dir)
         self.capacity, self.batch_size, self.num_shards = capacity, batch_size, num_shards
@@ -146,6 +147,7 @@ class ReplayDataset(IterableDataset):
         self.clip_reward, self.save_buffer, self.seed = clip_reward, save_buffer, seed
         self.one_step_next_obs, self.relist_every = one_step_next_obs, relist_every
         self.free_slots = free_slots
+        self.per_episode = per_episode
 
     def __iter__(self) -> Iterator[Batch | _Slots | _Ready]:
         info = get_worker_info()
@@ -233,6 +235,7 @@ def make_replay_loader(
     save_buffer: bool,
     seed: int,
     one_step_next_obs: bool = False,
+    per_episode: bool = False,
 ) -> Iterator[Batch]:
     """An endless iterator of torch Batches sampled from the episode files in ``replay_dir``.
 
@@ -242,6 +245,7 @@ def make_replay_loader(
     ``save_buffer=False`` the files of episodes dropped from sampling are deleted. Batches are
     drawn with seeds derived from ``(seed, shard)``; with workers they are yielded as they are
     ready (which worker comes first, and when files are picked up, depend on timing).
+    ``per_episode``: draw an episode uniformly, then a step (the original's sampling).
     The tensors of each Batch are its own (not shared with later batches).
     """
     num_shards = num_workers if num_workers > 1 else 1
@@ -264,6 +268,7 @@ def make_replay_loader(
         seed=seed,
         one_step_next_obs=one_step_next_obs,
         free_slots=free_slots,
+        per_episode=per_episode,
     )
     if num_shards == 1:
         return map(_to_torch, iter(dataset))

@@ -98,10 +98,14 @@ class EpisodeShard:
     """Episodes held in RAM by one sampler, oldest dropped beyond ``capacity`` transitions
     (an episode longer than the capacity on its own is still kept, alone)."""
 
-    def __init__(self, capacity: int, nstep: int, clip_reward: bool) -> None:
+    def __init__(self, capacity: int, nstep: int, clip_reward: bool,
+                 per_episode: bool = False) -> None:
         if capacity < 1 or nstep < 1:
             raise ValueError(f"capacity and nstep must be >= 1, got {capacity}, {nstep}")
         self.capacity, self.nstep, self.clip_reward = capacity, nstep, clip_reward
+        # per_episode: the original's draw (an episode uniformly, then a step whose n-step
+        # window fits in it); else uniform over the held transitions.
+        self.per_episode = per_episode
         self._episodes: list[_Episode] = []
         self.num_transitions = 0
         self._ends = np.zeros(0, np.int64)  # cumulative lengths, rebuilt after each change
@@ -137,7 +141,8 @@ class EpisodeShard:
         one_step_next_obs: bool = False,
         frames_out: np.ndarray | None = None,
     ) -> Batch:
-        """A batch of transitions drawn uniformly (with replacement) from all held ones.
+        """A batch of transitions drawn (with replacement) uniformly from all held ones, or,
+        with ``per_episode``, from a uniformly drawn episode at a step 1..T-n+1.
 
         The frame stacks are written into ``frames_out`` uint8 [2 or 3, B, S, H, W] (obs,
         next_obs, one_step_next_obs) if given, else into one new block: one large allocation
@@ -145,10 +150,15 @@ class EpisodeShard:
         """
         if not self._episodes:
             raise RuntimeError("sampling from an empty episode shard")
-        u = rng.integers(0, self.num_transitions, size=batch_size)
-        e = np.searchsorted(self._ends, u, side="right")
-        lengths = np.diff(self._ends, prepend=0)[e]
-        i = u - self._ends[e] + lengths + 1  # step in 1..T
+        if self.per_episode:
+            e = rng.integers(0, len(self._episodes), size=batch_size)
+            lengths = np.diff(self._ends, prepend=0)[e]
+            i = rng.integers(0, np.maximum(1, lengths - self.nstep + 1)) + 1  # 1..T-n+1
+        else:
+            u = rng.integers(0, self.num_transitions, size=batch_size)
+            e = np.searchsorted(self._ends, u, side="right")
+            lengths = np.diff(self._ends, prepend=0)[e]
+            i = u - self._ends[e] + lengths + 1  # step in 1..T
         k = np.minimum(self.nstep, lengths - i + 1)
         ends = [i - 1, i - 1 + k] + ([i] if one_step_next_obs else [])  # last frame of a stack
         if frames_out is None:
