@@ -70,6 +70,8 @@ overridden on the command line, e.g.
 
 Config groups (group=option):
 {groups}
+  hydra/launcher: ellm_local (the original's submitit_local request; needs the slurm extra),
+                  submitit_local, submitit_slurm
 
 -m / --multirun sweeps comma-separated values (seeds, methods); --cfg job prints the composed
 config; --hydra-help lists Hydra's own options. A config that cannot work stops before
@@ -87,7 +89,9 @@ def _job_overrides(argv: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     sweep = any(a in ("-m", "--multirun") for a in argv)
-    args = [a for a in argv if a not in ("-m", "--multirun")]
+    # Hydra's own keys (launcher, sweeper, dirs) are Hydra's to check, not part of a job's config.
+    args = [a for a in argv if a not in ("-m", "--multirun")
+            and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     if not sweep:
         return [args]
     choices = []

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ELLM_VENV:-$ROOT/.venv}"
 TORCH_SPEC="${ELLM_TORCH_SPEC:-torch==2.13.0}"
 PYTHON_BIN="${PYTHON:-python3}"
-EXTRAS="${ELLM_EXTRAS:-dev,wandb,report,llm}"
+EXTRAS="${ELLM_EXTRAS:-dev,wandb,report,llm,slurm}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON_BIN" -m venv "$VENV"
 fi
