@@ -156,7 +156,10 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     args = take_key_overrides(sys.argv[1:])
     if any(a in ("-h", "--help") for a in args):
-        print(help_text())
+        try:
+            print(help_text())
+        except BrokenPipeError:  # `python train.py --help | head`
+            sys.stderr.close()
         sys.exit(0)
     check_before_hydra(args)
     sys.argv[1:] = args
