@@ -82,7 +82,7 @@ class GoalSource:
     def reward(self, info: Mapping[str, Any]) -> float:
         """Intrinsic reward of the step just taken, against the previous state's goals."""
         if self.single_task is not None:
-            return self.single_task(info["action_name"], info["effective_success"])
+            return self.single_task(info["action_name"], info["effective_success"], info)
         if self.goal_reward is None:  # extrinsic runs: the game reward is used instead
             return 0.0
         caption = info["transition_caption"] if self.check_success else info["action_name"]

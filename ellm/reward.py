@@ -18,12 +18,12 @@ only writes a transition caption when the gate passes; the Novelty baseline and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from text_crafter import SYNONYMS, same_action
+from text_crafter import GOOD_ACTIONS, SYNONYMS, same_action
 
 
 class Embedder(Protocol):
@@ -80,11 +80,32 @@ TASK_CHAINS: dict[str, tuple[str, ...]] = {
     "mine diamond": (*_IRON_TOOLS, "make iron pickaxe", "mine diamond"),
 }
 
+# The original's custom single tasks: their chains, and how each is paid (SingleTaskReward).
+CUSTOM_TASK_CHAINS: dict[str, tuple[str, ...]] = {
+    "plant row": ("chop grass", "place plant", "chop grass", "plant grass"),
+    "make workshop": ("chop tree", "place crafting table", "chop tree", "place crafting table"),
+    "chop grass with wood pickaxe": (*_WOOD_PICKAXE, "chop grass with wood pickaxe"),
+    "survival": ("survival",),
+    "vegetarianism": ("drink water", "chop grass"),
+    "deforestation": ("chop tree",) * 5,
+    "work and sleep": ("chop tree", "sleep", "place crafting table"),
+    "gardening": ("chop grass", "chop tree", "place plant"),
+    "wilderness survival": ("sleep", "chop grass", "attack zombie"),
+}
+CUSTOM_TASKS = tuple(CUSTOM_TASK_CHAINS)
+TASK_CHAINS.update(CUSTOM_TASK_CHAINS)
+SINGLE_TASKS = (*GOOD_ACTIONS, *CUSTOM_TASKS)  # what env_spec.single_task may name
+SURVIVAL_REWARD = 0.05  # paid every step of "survival", whatever the agent does
+# Neighbours that count for "plant row" and "make workshop": the original skipped the offsets
+# with dx == dy (the cell itself and one diagonal), so the other diagonal counts.
+_ROW_OFFSETS = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx != dy)
+
 HIERARCHICAL_MODES = (False, True, "reward_last")
 
 
 class SingleTaskReward:
-    """Reward 1 for effectively executing the task (or the current subtask of its chain)."""
+    """Reward 1 for effectively executing the task (or the current subtask of its chain); the
+    custom tasks are paid as the original paid them (:meth:`_custom`)."""
 
     def __init__(self, task: str, hierarchical: bool | str = False):
         if hierarchical not in HIERARCHICAL_MODES:
@@ -94,21 +115,66 @@ class SingleTaskReward:
         self.task = task
         self.hierarchical = hierarchical
         self.chain = TASK_CHAINS.get(task, (task,)) if hierarchical else (task,)
-        self._index = 0
+        self.reset()
 
     def reset(self) -> None:
         self._index = 0
+        self._trees_chopped = 0
+        self._drank_water = False
 
     @property
     def goal(self) -> str:
         """The goal shown to the agent now."""
         return self.chain[min(self._index, len(self.chain) - 1)]
 
-    def __call__(self, action_name: str, effective: bool) -> float:
-        if not effective or not same_action(action_name, self.goal):
+    def __call__(self, action_name: str, effective: bool,
+                 info: Mapping[str, Any] | None = None) -> float:
+        if self.task == "survival":
+            return SURVIVAL_REWARD
+        if not effective:
             return 0.0
         is_last = self._index >= len(self.chain) - 1
-        self._index += 1
+        achieved = same_action(action_name, self.goal)
+        if self.task in CUSTOM_TASK_CHAINS:
+            achieved, reward = self._custom(action_name, achieved, info or {})
+        else:
+            reward = float(achieved)
         if self.hierarchical == "reward_last" and not is_last:
-            return 0.0
-        return 1.0
+            reward = 0.0
+        if achieved and self.hierarchical:
+            self._index = min(self._index + 1, len(self.chain) - 1)
+        return reward
+
+    def _custom(self, action: str, achieved: bool,
+                info: Mapping[str, Any]) -> tuple[bool, float]:
+        """(achieved, reward) of a custom task's step, after the original's rules."""
+        flat = not self.hierarchical
+        if self.task == "plant row" and (flat or self._index == 3):
+            return self._beside(action, ("place plant",), info, lambda m, o: o == "plant")
+        if self.task == "make workshop" and (flat or self._index >= 2):
+            return self._beside(action, ("place crafting table", "make crafting table"), info,
+                                lambda m, o: m == "table")
+        if self.task == "deforestation" and flat:
+            self._trees_chopped += action == "chop tree"
+            done = self._trees_chopped >= len(CUSTOM_TASK_CHAINS["deforestation"])
+            return done, float(done)  # once done, every effective action pays, as it did
+        if self.task == "vegetarianism":
+            if not self._drank_water:
+                if action == "drink water":
+                    self._drank_water = True
+                    return bool(self.hierarchical), float(self.hierarchical is True)
+                return False, 0.0
+            return (True, 1.0) if action == "chop grass" else (False, 0.0)
+        if self.task == "chop grass with wood pickaxe" and self.goal == self.task:
+            held = info.get("inventory", {}).get("wood_pickaxe", 0) > 0
+            done = held and action == "chop grass"
+            return done, float(done)
+        return achieved, float(achieved)
+
+    @staticmethod
+    def _beside(action: str, actions: tuple[str, ...], info: Mapping[str, Any],
+                counts) -> tuple[bool, float]:
+        """Paid when ``action`` placed something next to a neighbour that ``counts``."""
+        around = info.get("placed_neighbours", {})
+        done = action in actions and any(counts(*around[o]) for o in _ROW_OFFSETS if o in around)
+        return done, float(done)

@@ -246,3 +246,70 @@ def test_paper_setting_replay_draws_an_episode_uniformly_and_never_starts_in_its
     seen, _ = shards[False]
     assert np.mean(seen == short) < 0.12  # ours, fixed setting: 6 of 100 transitions
     assert long == 1
+
+
+# ---------------------------------------------------------------- custom single tasks
+
+def _task_step(env, task, name):
+    _, _, _, _, info = step_named(env, name)
+    return task(info["action_name"], info["effective_success"], info)
+
+
+def test_plant_row_pays_a_sapling_planted_beside_a_plant_only():
+    from ellm.reward import SingleTaskReward
+
+    env = blank_env()
+    env.player.inventory["sapling"] = 2
+    task = SingleTaskReward("plant row")
+    assert _task_step(env, task, "place plant") == 0.0  # alone
+    env.player.facing = (1, 0)  # the cell beside the first plant
+    assert _task_step(env, task, "place plant") == 1.0
+
+
+def test_make_workshop_pays_a_table_placed_beside_a_table():
+    from ellm.reward import SingleTaskReward
+
+    env = blank_env()
+    env.player.inventory["wood"] = 2
+    task = SingleTaskReward("make workshop")
+    assert _task_step(env, task, "place crafting table") == 0.0
+    env.player.facing = (1, 0)
+    assert _task_step(env, task, "make crafting table") == 1.0
+
+
+def test_chop_grass_with_wood_pickaxe_pays_only_with_the_pickaxe_held():
+    from ellm.reward import SingleTaskReward
+
+    task = SingleTaskReward("chop grass with wood pickaxe")
+    for held, paid in ((0, 0.0), (1, 1.0)):
+        env = blank_env()
+        env.player.inventory["wood_pickaxe"] = held
+        for _ in range(30):  # grass gives a sapling with probability 0.1: until it does
+            _, _, _, _, info = step_named(env, "chop grass")
+            if info["effective_success"]:
+                break
+        assert task(info["action_name"], True, info) == paid
+
+
+def test_deforestation_vegetarianism_survival_are_paid_as_the_original_paid_them():
+    from ellm.reward import SURVIVAL_REWARD, SingleTaskReward
+
+    trees = SingleTaskReward("deforestation")
+    assert [trees("chop tree", True) for _ in range(5)] == [0.0] * 4 + [1.0]
+    assert trees("drink water", True) == 1.0  # once done, every effective action pays
+    veg = SingleTaskReward("vegetarianism")
+    assert veg("chop grass", True) == 0.0  # water first
+    assert (veg("drink water", True), veg("chop grass", True)) == (0.0, 1.0)
+    survival = SingleTaskReward("survival")
+    assert survival("attack zombie", False) == survival("noop", True) == SURVIVAL_REWARD
+
+
+def test_task_name_tasks_pay_only_through_their_chain():
+    """The original compared the action with the task's own name unless hierarchical."""
+    from ellm.reward import SingleTaskReward
+
+    flat = SingleTaskReward("gardening")
+    assert [flat(a, True) for a in ("chop grass", "chop tree", "place plant")] == [0.0] * 3
+    chain = SingleTaskReward("gardening", hierarchical=True)
+    assert [chain(a, True) for a in ("chop grass", "chop tree", "place plant")] == [1.0] * 3
+    assert validate(config("env_spec.single_task='wilderness survival'")).name == "crafter"

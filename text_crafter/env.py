@@ -207,9 +207,21 @@ class CrafterTextEnv(gym.Env):
             "dead": dead,
             "player_pos": engine_info["player_pos"].copy(),  # the engine reuses the array
         }
+        if effective and name.split(" ", 1)[0] in ("place", "make"):
+            info["placed_neighbours"] = self._around(player.pos + np.array(player.facing))
         if terminated or truncated:
             info["episode_stats"] = self.episode_stats()
         return self._observation(image), reward, terminated, truncated, info
+
+    def _around(self, cell: np.ndarray) -> dict[tuple[int, int], tuple[str | None, str | None]]:
+        """(material, object name) of the 8 cells around ``cell``, by offset."""
+        out = {}
+        for dx in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                if dx or dy:
+                    material, obj = self.world[cell + np.array((dx, dy))]
+                    out[(dx, dy)] = (material, None if obj is None else captions.object_name(obj))
+        return out
 
     def episode_stats(self) -> dict[str, float]:
         """This episode so far in Crafter's ``stats.jsonl`` format."""

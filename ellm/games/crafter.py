@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from ellm.errors import ConfigError
 from ellm.goals import Goals, GoalSource, goal_text
 from ellm.lm import build_suggester
-from ellm.reward import GoalReward, SingleTaskReward
+from ellm.reward import SINGLE_TASKS, GoalReward, SingleTaskReward
 from text_crafter import (
     ACTION_SPACES,
     EASIER_ACTIONS,
@@ -42,9 +42,9 @@ class CrafterGame:
         if spec.action_space_type not in ACTION_SPACES:
             raise ConfigError(f"env_spec.action_space_type={spec.action_space_type!r} is invalid:"
                               f" expected one of {sorted(ACTION_SPACES)}")
-        if spec.single_task is not None and spec.single_task not in GOOD_ACTIONS:
+        if spec.single_task is not None and spec.single_task not in SINGLE_TASKS:
             raise ConfigError(f"env_spec.single_task={spec.single_task!r} is invalid: expected "
-                              f"null or one of {list(GOOD_ACTIONS)}")
+                              f"null or one of {list(SINGLE_TASKS)}")
         if spec.single_goal_hierarchical not in (False, True, "reward_last"):
             raise ConfigError(f"env_spec.single_goal_hierarchical="
                               f"{spec.single_goal_hierarchical!r} is invalid: expected False, "
