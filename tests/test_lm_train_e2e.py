@@ -85,10 +85,11 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(ser
     assert float(lm["retries"]) == 2 * float(lm["api_errors"])  # only failures were retried
     assert float(lm["queries"]) > float(lm["api_errors"])
     assert float(lm["cache_hits"]) > 0
-    # That step had no goals; the others had the server's (novelty filter off).
+    # That step had no goals; the others had the server's (novelty filter off), written as
+    # the original wrote them in the paper setting.
     strings = (run / "buffer" / "strings.jsonl").read_text().splitlines()
-    assert json.dumps("Your goal is: none.") in strings
-    assert json.dumps("Your goal is: chop tree, drink water.") in strings
+    assert json.dumps("Your goal is: .") in strings
+    assert json.dumps("Your goal is: chop tree drink water.") in strings
 
     # The local server got the local key, never the OpenAI one.
     assert {r.authorization for r in server.requests} == {f"Bearer {SECRETS['ELLM_LM_API_KEY']}"}
