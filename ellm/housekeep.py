@@ -107,13 +107,16 @@ class HousekeepSuggester:
     uses_success_gate = True
 
     def __init__(self, answerer: Answerer | None, *, novelty_bonus: bool = True,
-                 max_num_goals: int | None = None) -> None:
+                 max_num_goals: int | None = None, per_class: bool = False) -> None:
         self.answerer = answerer
+        # per_class: a correct placement retires every object of its class (the original's
+        # novelty, keyed by the name the LM reads); else only that object.
+        self.per_class = per_class
         self.novelty_bonus = novelty_bonus
         self.max_num_goals = max_num_goals
         self.answers: dict[tuple[int, int], AnswerRecord] = {}
         self._achieved: set[str] = set()
-        self._done_objects: set[int] = set()
+        self._done_objects: set[int | str] = set()
         self._counters = LMCounters()
 
     def reset(self) -> None:
@@ -124,12 +127,12 @@ class HousekeepSuggester:
         goals: list[str] = []
         if view.held is not None:
             obj = view.held
-            if obj not in self._done_objects:
+            if self._key(view, obj) not in self._done_objects:
                 goals = [place_caption(view.object_names[obj], view.receptacle_names[r])
                          for r in view.seen_receptacles if self._ask(view, obj, r) is True]
         else:
             goals = [pick_caption(view.object_names[o]) for o in view.visible_objects
-                     if o not in self._done_objects
+                     if self._key(view, o) not in self._done_objects
                      and self._ask(view, o, view.mapping[o]) is False]
         goals = [g for g in dict.fromkeys(goals) if g not in self._achieved]
         return truncate(goals, self.max_num_goals)
@@ -138,10 +141,14 @@ class HousekeepSuggester:
         if self.novelty_bonus:
             self._achieved.add(goal)
 
-    def mark_object_done(self, obj: int) -> None:
-        """A suggested place put ``obj`` away: no more goals about it this episode."""
+    def mark_object_done(self, view: HousekeepView, obj: int) -> None:
+        """A suggested place put ``obj`` away: no more goals about it (or its class) this
+        episode."""
         if self.novelty_bonus:
-            self._done_objects.add(obj)
+            self._done_objects.add(self._key(view, obj))
+
+    def _key(self, view: HousekeepView, obj: int) -> int | str:
+        return view.object_names[obj] if self.per_class else obj
 
     def metrics(self) -> dict[str, float]:
         if self.answerer is None:
@@ -199,14 +206,20 @@ class HousekeepGoalSource:
     """The training loop's goal source for Housekeep (same interface as
     :class:`ellm.goals.GoalSource`): goals per state, reward per step, novelty bookkeeping."""
 
-    def __init__(self, suggester: HousekeepSuggester, reward: HousekeepReward | None = None):
+    def __init__(self, suggester: HousekeepSuggester, reward: HousekeepReward | None = None,
+                 paper_setting: bool = False):
         self.suggester = suggester
         self.goal_reward = reward or HousekeepReward()
+        # paper_setting: as the original, a suggested pick pays only the first time that object
+        # is picked (0 after) and does not retire the goal; only a correct placement does.
+        self.paper_setting = paper_setting
         self.goals: list[str] = []
         self.matches = 0
+        self._picked: set[int] = set()
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
         self.suggester.reset()
+        self._picked.clear()
         return self.observe(obs, info)
 
     def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
@@ -216,15 +229,23 @@ class HousekeepGoalSource:
     def reward(self, info: Mapping[str, Any]) -> float:
         event = info["event"]
         value, matched = self.goal_reward(event.kind, info["transition_caption"], self.goals)
+        first_pick = event.kind == PICK and event.obj not in self._picked
+        if event.kind == PICK:
+            self._picked.add(event.obj)
         if matched is not None:
             self.matches += 1
-            self.suggester.mark_achieved(matched)
+            if self.paper_setting and event.kind == PICK:
+                if not first_pick and self.suggester.novelty_bonus:
+                    value = 0.0
+            else:
+                self.suggester.mark_achieved(matched)
             if event.kind == PLACE:
-                self.suggester.mark_object_done(event.obj)
+                self.suggester.mark_object_done(info["view"], event.obj)
         return value
 
 
-def build_housekeep_suggester(lm_spec: Mapping[str, Any]) -> HousekeepSuggester:
+def build_housekeep_suggester(lm_spec: Mapping[str, Any], *,
+                              per_class: bool = False) -> HousekeepSuggester:
     """The suggester named by ``lm_spec["lm_class"]`` (aliases such as ``SimpleOracleHousekeep``
     accepted): ``SimpleOracle`` answers from the ground truth, ``GPTLanguageModel`` asks the LM
     in yes/no mode (``ellm.lm.build_client``), ``BaselineModel`` suggests every pair."""
@@ -237,4 +258,4 @@ def build_housekeep_suggester(lm_spec: Mapping[str, Any]) -> HousekeepSuggester:
     else:
         answerer = LMAnswers(build_client(lm_spec))
     return HousekeepSuggester(answerer, novelty_bonus=spec.novelty_bonus,
-                              max_num_goals=spec.max_num_goals)
+                              max_num_goals=spec.max_num_goals, per_class=per_class)

@@ -313,3 +313,36 @@ def test_task_name_tasks_pay_only_through_their_chain():
     chain = SingleTaskReward("gardening", hierarchical=True)
     assert [chain(a, True) for a in ("chop grass", "chop tree", "place plant")] == [1.0] * 3
     assert validate(config("env_spec.single_task='wilderness survival'")).name == "crafter"
+
+
+# ---------------------------------------------------------------- Housekeep (row 15)
+
+def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_terminal():
+    import text_housekeep as th
+    from ellm.housekeep import GroundTruthAnswers, HousekeepGoalSource, HousekeepSuggester
+
+    paid = {}
+    for paper in (True, False):
+        env = th.make("pomaria_2_int", 0, action_mode="highlevel")
+        source = HousekeepGoalSource(HousekeepSuggester(GroundTruthAnswers(), per_class=paper),
+                                     paper_setting=paper)
+        obs, info = env.reset()
+        source.reset(obs, info)
+        rewards = []
+        for name in ("go to bathroom_0-toilet_25_0.urdf", "pick helmet_1",
+                     "go to bathroom_0-table_7_0.urdf", "place", "pick helmet_1"):
+            obs, _, _, _, info = env.step(env.action_names.index(name))
+            rewards.append(source.reward(info))
+            source.observe(obs, info)
+        paid[paper] = rewards
+    assert paid[True] == [0.0, 2.5, 0.0, -0.25, 0.0]  # the helmet is still a suggested pick
+    assert paid[False] == [0.0, 2.5, 0.0, -0.25, -0.25]  # ours: its pick goal was retired
+
+    for version, (terminated, truncated, discount) in ((1, (True, False, 0.0)),
+                                                       (2, (False, True, 1.0))):
+        env = th.make("pomaria_2_int", 0, action_mode="highlevel", length=1, version=version)
+        env.reset()
+        _, _, term, trunc, info = env.step(0)
+        assert (term, trunc, info["discount"]) == (terminated, truncated, discount)
+    cfg = config("env_spec.name=Housekeep-v2")
+    assert validate(cfg).name == "housekeep" and not validate(cfg).paper_setting(cfg)

@@ -198,8 +198,8 @@ def test_episode_ends_when_everything_is_put_away():
     assert info["discount"] == 0.0 and info["episode_stats"]["rearrange_success"] == 1.0
 
 
-def test_truncation_keeps_the_discount():
-    env = th.make("pomaria_2_int", 0, length=3)
+def test_truncation_keeps_the_discount_in_version_2():
+    env = th.make("pomaria_2_int", 0, length=3, version=2)  # v1: terminal (test_fidelity.py)
     env.reset()
     for _ in range(3):
         _, _, terminated, truncated, info = env.step(1)

@@ -11,8 +11,9 @@ data available to us (see docs/housekeep.md).
 
 This package's data, backend and bridge modules stay importable on Python 3.8 (the habitat
 interpreter); only :mod:`text_housekeep.env` needs gymnasium. Where gymnasium is installed, the
-package registers the gymnasium id ``Housekeep`` (``gymnasium.make("Housekeep", task=...,
-ep_num=...)`` takes :func:`make`'s arguments) and exports the names the training loop uses.
+package registers the gymnasium ids ``Housekeep-v1`` and ``Housekeep-v2``
+(``gymnasium.make("Housekeep-v1", task=..., ep_num=...)`` takes :func:`make`'s arguments) and
+exports the names the training loop uses.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ BACKENDS = ("symbolic", "habitat")
 
 def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowlevel",
          backend: str = "symbolic", length: int = 1000, language_state: bool = True,
-         data_dir: str | Path | None = None) -> HousekeepTextEnv:
+         data_dir: str | Path | None = None, version: int = 1) -> HousekeepTextEnv:
     """Episode ``ep_num`` (seed-100 shuffle) of scene ``task`` as a Text-Housekeep env.
 
     ``action_mode``: ``lowlevel`` (the 6 actions) or ``highlevel`` (go to / pick / place;
     symbolic only); ``backend``: ``symbolic`` or ``habitat``; ``length``: steps per episode;
     ``language_state``: put the text observation in ``obs["text_obs"]``; ``data_dir``: converted
-    scenes (default: the shipped ones).
+    scenes (default: the shipped ones); ``version``: 1 stores a time-out as terminal, as the
+    original did (gymnasium id ``Housekeep``), 2 as a truncation (``Housekeep-v2``).
     """
     from text_housekeep.env import HousekeepTextEnv
 
@@ -67,7 +69,7 @@ def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowle
         raise ValueError(f"env_spec.housekeep_backend={backend!r} is invalid: expected one of "
                          f"{', '.join(BACKENDS)}")
     return HousekeepTextEnv(episode, simulator, length=length, language_state=language_state,
-                            image_shape=shape)
+                            image_shape=shape, version=version)
 
 
 __all__ = [
@@ -81,8 +83,18 @@ try:
 except ImportError:  # the habitat interpreter needs only the data, backend and bridge modules
     _gym = None
 if _gym is not None:
-    from text_housekeep.env import ENV_ID, STAT_KEYS, HousekeepTextEnv, HousekeepView
+    from text_housekeep.env import (
+        ENV_ID,
+        ENV_VERSIONS,
+        GYM_IDS,
+        STAT_KEYS,
+        HousekeepTextEnv,
+        HousekeepView,
+    )
 
-    if ENV_ID not in _gym.registry:
-        _gym.register(id=ENV_ID, entry_point="text_housekeep:make")
-    __all__ += ["ENV_ID", "STAT_KEYS", "HousekeepTextEnv", "HousekeepView"]
+    for _env_id in GYM_IDS:
+        if _env_id not in _gym.registry:
+            _gym.register(id=_env_id, entry_point="text_housekeep:make",
+                          kwargs={"version": ENV_VERSIONS[_env_id]})
+    __all__ += ["ENV_ID", "ENV_VERSIONS", "GYM_IDS", "STAT_KEYS", "HousekeepTextEnv",
+                "HousekeepView"]

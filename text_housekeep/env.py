@@ -33,7 +33,11 @@ from text_housekeep.text import (
     transition_caption,
 )
 
-ENV_ID = "Housekeep"
+ENV_ID = "Housekeep"  # the original's name: version 1
+# Version 1 stores a time-out as terminal (discount 0), as the original did; version 2 as a
+# truncation (discount 1). Gymnasium ids are the versioned names.
+ENV_VERSIONS = {ENV_ID: 1, "Housekeep-v1": 1, "Housekeep-v2": 2}
+GYM_IDS = ("Housekeep-v1", "Housekeep-v2")
 STAT_KEYS = ("rearrange_success", "misplaced_success", "pick_success", "place_success",
              "soft_score", "picks", "places", "failed_actions")
 _TEXT_SPACE = gym.spaces.Text(max_length=4096, min_length=0, charset=string.printable)
@@ -63,9 +67,13 @@ class HousekeepTextEnv(gym.Env):
     extrinsic = False  # trained on LM rewards (the game reward is logged and evaluated)
 
     def __init__(self, episode: Episode, backend: Backend, length: int = 1000,
-                 language_state: bool = True, image_shape: tuple[int, int, int] = (84, 84, 3)):
+                 language_state: bool = True, image_shape: tuple[int, int, int] = (84, 84, 3),
+                 version: int = 1):
         if length < 1:
             raise ValueError(f"env_spec.housekeep_length must be >= 1, got {length}")
+        if version not in (1, 2):
+            raise ValueError(f"version must be 1 or 2, got {version!r}")
+        self.version = version
         self.episode = episode
         self.backend = backend
         self.length = length
@@ -119,6 +127,8 @@ class HousekeepTextEnv(gym.Env):
         self._reward += reward
         terminated = correct == len(state.mapping) and state.held is None
         truncated = self._steps >= self.length and not terminated
+        if self.version == 1 and truncated:
+            terminated, truncated = True, False  # the original stored time-outs as terminal
         info: dict[str, Any] = {
             "action_name": name,
             "event": event,

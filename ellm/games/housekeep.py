@@ -17,7 +17,7 @@ from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
-    ENV_ID,
+    ENV_VERSIONS,
     STAT_KEYS,
     BackendError,
     HousekeepDataError,
@@ -33,7 +33,7 @@ def _data_dir(spec: DictConfig) -> Path | None:
 
 class HousekeepGame:
     name = "housekeep"
-    env_ids = (ENV_ID,)
+    env_ids = tuple(ENV_VERSIONS)
     headline = ("housekeep/rearrange_success", "rearrange success")
 
     def validate(self, cfg: DictConfig) -> None:
@@ -80,7 +80,7 @@ class HousekeepGame:
             return make(spec.housekeep_task, spec.housekeep_ep_num,
                         action_mode=spec.housekeep_action_mode, backend=spec.housekeep_backend,
                         length=spec.housekeep_length, language_state=spec.use_language_state,
-                        data_dir=_data_dir(spec))
+                        data_dir=_data_dir(spec), version=ENV_VERSIONS[spec.name])
         except (HousekeepDataError, BackendError) as err:
             raise ConfigError(str(err)) from None
 
@@ -88,7 +88,8 @@ class HousekeepGame:
         return False  # trained on LM rewards; the game reward is logged and evaluated
 
     def paper_setting(self, cfg: DictConfig) -> bool:
-        return True  # one setting: the original's
+        """``Housekeep`` behaves as the original did; ``Housekeep-v2`` is the fixed setting."""
+        return ENV_VERSIONS[cfg.env_spec.name] == 1
 
     def needs_embedder(self, cfg: DictConfig) -> bool:
         return False  # its reward matches captions exactly
@@ -97,7 +98,9 @@ class HousekeepGame:
         return ()  # the Novelty suggester enumerates the (object, receptacle) pairs it sees
 
     def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
-        return HousekeepGoalSource(build_housekeep_suggester(cfg.env_spec.lm_spec))
+        paper = self.paper_setting(cfg)
+        suggester = build_housekeep_suggester(cfg.env_spec.lm_spec, per_class=paper)
+        return HousekeepGoalSource(suggester, paper_setting=paper)
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         """``train/rearrange_success`` and the other success metrics of the episode."""
