@@ -346,3 +346,17 @@ def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_te
         assert (term, trunc, info["discount"]) == (terminated, truncated, discount)
     cfg = config("env_spec.name=Housekeep-v2")
     assert validate(cfg).name == "housekeep" and not validate(cfg).paper_setting(cfg)
+
+
+# ---------------------------------------------------------------- the LM prompt (row 8)
+
+def test_the_prompt_names_only_sleepiness_of_the_status_and_strict_parsing_is_an_option():
+    from ellm.lm.prompts import parse_bullets, state_description
+
+    state = TextState("You see tree.", "", "You feel hungry, thirsty, sleepy.")
+    assert state_description(state) == "You see tree. You feel sleepy."
+    answer = "Sure:\n- chop tree\n- drink water"
+    assert parse_bullets(answer) == ["chop tree", "drink water"]
+    assert parse_bullets(answer, strict=True) is None  # the original rejected the preamble
+    assert parse_bullets("- chop tree\n- drink water", strict=True) == ["chop tree", "drink water"]
+    assert parse_lm_spec({"strict_parsing": True}).strict_parsing is True

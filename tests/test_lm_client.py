@@ -92,7 +92,8 @@ def test_prompt_includes_status_only_when_sleepy(server, tmp_path):
     lm = make(server, tmp_path, novelty_bonus=False, max_num_goals=1)
     sleepy = TextState("You see tree.", "", "You feel hungry, sleepy.", {})
     assert lm.suggest(sleepy) == ["chop tree"]
-    assert "You feel hungry, sleepy." in server.requests[0].body["messages"][-1]["content"]
+    sent = server.requests[0].body["messages"][-1]["content"]
+    assert "You feel sleepy." in sent and "hungry" not in sent  # as the original: sleepiness only
 
 
 def test_completions_endpoint(server, tmp_path):

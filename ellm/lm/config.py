@@ -55,6 +55,7 @@ class LMSpec:
     cache_dir: str | None = None
     cache_only: bool = False
     price: tuple[float, float] | None = None
+    strict_parsing: bool = False  # the original's parser: every line must start with "-"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -171,6 +172,7 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         max_backoff=_number("max_backoff", get("max_backoff", d.max_backoff)),
         cache_dir=_optional_str("cache_dir", get("cache_dir")),
         cache_only=_bool("cache_only", get("cache_only", d.cache_only)),
+        strict_parsing=_bool("strict_parsing", get("strict_parsing", d.strict_parsing)),
         price=_price(get("price")),
     )
 

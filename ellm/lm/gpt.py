@@ -46,7 +46,7 @@ class GPTLanguageModel:
             answer = self.client.complete(self.prompt.text(state))
         if answer is None:  # API error, spent budget, or cache-only miss: already counted
             return []
-        goals = parse_bullets(answer)
+        goals = parse_bullets(answer, strict=self.client.spec.strict_parsing)
         if goals is None:
             self.client.counters.parse_errors += 1
             return []

@@ -42,10 +42,11 @@ CHAT_SYSTEM: Final = ("You suggest actions for a game player. Reply only with li
 
 
 def state_description(state: TextState) -> str:
-    """Caption, inventory, and the status only when it mentions "sleepy" (ELLM.md §2.3)."""
+    """Caption, inventory, and "You feel sleepy." when the status says so (as the original:
+    the other needs are not mentioned)."""
     parts = [state.caption, state.inventory]
-    if "sleepy" in state.status:
-        parts.append(state.status)
+    if "sleepy" in state.status.lower():
+        parts.append("You feel sleepy.")
     return " ".join(p.strip() for p in parts if p and p.strip())
 
 
@@ -88,13 +89,17 @@ def load_prompt(name: str, prompt_file: str | Path | None = None) -> BulletPromp
         raise ValueError(f"bad prompt template {path}: {err}") from err
 
 
-def parse_bullets(answer: str) -> list[str] | None:
+def parse_bullets(answer: str, strict: bool = False) -> list[str] | None:
     """Goals from the first block of "- verb object" lines, normalised and de-duplicated.
 
     Text before the first bullet (a preamble) is skipped; the first non-bullet line after it
     ends the list (small completion models go on inventing a next example). An answer without
-    any non-empty bullet is malformed and gives None.
+    any non-empty bullet is malformed and gives None. ``strict`` (the original's parser): an
+    answer with any non-empty line that does not start with "-" is malformed.
     """
+    if strict and any(line.strip() and not line.strip().startswith("-")
+                      for line in answer.splitlines()):
+        return None
     goals: list[str] = []
     for line in answer.splitlines():
         line = line.strip()
