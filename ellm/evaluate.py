@@ -5,20 +5,18 @@ goal's success rate when the agent is shown only that goal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ellm.frames import FrameStack, to_gray84
+from ellm.frames import FrameStack
 from ellm.games import Game
 from ellm.goals import Goals
+from ellm.inputs import AgentInputs
 from text_crafter import StatsWriter
-
-# (frames, obs, goals) -> the agent's observation
-AgentInputs = Callable[[np.ndarray, dict[str, Any], list[str]], dict[str, Any]]
 
 
 class Evaluator:
@@ -59,14 +57,14 @@ class Evaluator:
         stack = FrameStack(self.frame_stack)
         obs, info = self.env.reset()
         goals = self.goals.reset(obs, info)
-        frames = stack.reset(to_gray84(obs["image"]))
+        frames = stack.reset(self.inputs.frame(obs["image"]))
         total = 0.0
         while True:
             action = agent.act(self.inputs(frames, obs, goals), frame, eval_mode=True)
             obs, _, terminated, truncated, info = self.env.step(action)
             total += self.goals.reward(info)
             goals = self.goals.observe(obs, info)
-            frames = stack.push(to_gray84(obs["image"]))
+            frames = stack.push(self.inputs.frame(obs["image"]))
             if terminated or truncated:
                 return info["episode_stats"], total
 
@@ -74,7 +72,7 @@ class Evaluator:
         """Show only ``goal``; success = the game says the goal was achieved."""
         stack = FrameStack(self.frame_stack)
         obs, _ = self.env.reset()
-        frames = stack.reset(to_gray84(obs["image"]))
+        frames = stack.reset(self.inputs.frame(obs["image"]))
         while True:
             action = agent.act(self.inputs(frames, obs, [goal]), frame, eval_mode=True)
             obs, _, terminated, truncated, info = self.env.step(action)
@@ -82,4 +80,4 @@ class Evaluator:
                 return True
             if terminated or truncated:
                 return False
-            frames = stack.push(to_gray84(obs["image"]))
+            frames = stack.push(self.inputs.frame(obs["image"]))

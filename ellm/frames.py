@@ -16,6 +16,14 @@ def to_gray84(rgb: np.ndarray) -> np.ndarray:
     return np.asarray(image, dtype=np.uint8)
 
 
+def paper_gray84(rgb: np.ndarray) -> np.ndarray:
+    """uint8 [H, W, 3] -> uint8 [84, 84] as the original: the mean of the RGB channels,
+    resized linearly as floats, then cast (truncated) to uint8."""
+    gray = Image.fromarray(rgb.mean(axis=-1, dtype=np.float32), mode="F")
+    resized = np.asarray(gray.resize((FRAME_SIZE, FRAME_SIZE), Image.BILINEAR))
+    return resized.astype(np.uint8)
+
+
 class FrameStack:
     """The last ``k`` frames; at an episode start the first frame fills the stack."""
 

@@ -16,7 +16,6 @@ import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,33 +38,15 @@ from ellm.config import (
     validate,
 )
 from ellm.evaluate import Evaluator
-from ellm.frames import FRAME_SIZE, FrameStack, to_gray84
+from ellm.frames import FRAME_SIZE, FrameStack, paper_gray84, to_gray84
 from ellm.games.crafter import achievements_unlocked
-from ellm.goals import goal_text
+from ellm.inputs import AgentInputs
 from ellm.logger import Logger
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.timing import Progress, Timer
 from text_crafter import StatsWriter
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class AgentInputs:
-    """The agent's observation: stacked frames, and the text and goal it was configured to read."""
-
-    use_language_state: bool
-    use_goal: bool
-    goal_text: Callable[[list[str]], str] = goal_text
-
-    def text(self, obs: dict[str, Any]) -> str:
-        return obs["text_obs"] if self.use_language_state else ""
-
-    def goal(self, goals: list[str]) -> str:
-        return self.goal_text(goals) if self.use_goal else ""
-
-    def __call__(self, frames: np.ndarray, obs: dict[str, Any], goals: list[str]) -> dict:
-        return {"frames": frames, "text_obs": self.text(obs), "goal": self.goal(goals)}
 
 
 @dataclass
@@ -105,7 +86,8 @@ class Workspace:
         self.env = self.game.make_env(cfg, cfg.seed)
         self.extrinsic = self.game.extrinsic(cfg)
         self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
-                                  functools.partial(self.game.goal_text, cfg))
+                                  functools.partial(self.game.goal_text, cfg),
+                                  paper_gray84 if self.game.paper_setting(cfg) else to_gray84)
         self.embedder = None
         if cfg.use_goal or cfg.use_language_state is not None or self.game.needs_embedder(cfg):
             from ellm.embed import SentenceEmbedder
@@ -217,7 +199,7 @@ class Workspace:
         obs, info = self.env.reset()
         goals = self.goals.reset(obs, info)
         stack = FrameStack(self.cfg.frame_stack)
-        episode = Episode(obs, goals, stack, stack.reset(to_gray84(obs["image"])))
+        episode = Episode(obs, goals, stack, stack.reset(self.inputs.frame(obs["image"])))
         self.storage.add_first(episode.frames[-1], self.inputs.text(obs), self.inputs.goal(goals))
         return episode
 
@@ -234,7 +216,7 @@ class Workspace:
             if self.cfg.use_extr_rew and not self.extrinsic:
                 reward += game_reward
             ep.goals = self.goals.observe(obs, info)
-        ep.obs, ep.frames = obs, ep.stack.push(to_gray84(obs["image"]))
+        ep.obs, ep.frames = obs, ep.stack.push(self.inputs.frame(obs["image"]))
         last = terminated or truncated
         self.storage.add(ep.frames[-1], action, reward, info["discount"], self.inputs.text(obs),
                          self.inputs.goal(ep.goals), last, game_reward=game_reward)
@@ -368,4 +350,4 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-__all__ = ["AgentInputs", "Workspace"]
+__all__ = ["Workspace"]

@@ -360,3 +360,33 @@ def test_the_prompt_names_only_sleepiness_of_the_status_and_strict_parsing_is_an
     assert parse_bullets(answer, strict=True) is None  # the original rejected the preamble
     assert parse_bullets("- chop tree\n- drink water", strict=True) == ["chop tree", "drink water"]
     assert parse_lm_spec({"strict_parsing": True}).strict_parsing is True
+
+
+# ---------------------------------------------------------------- frames (row 12)
+
+def _linear_resize(image, size):
+    """A reference linear resize with half-pixel centres (cv2.INTER_LINEAR's convention)."""
+    import numpy as np
+
+    def axis(n_in):
+        src = np.clip((np.arange(size) + 0.5) * n_in / size - 0.5, 0, n_in - 1)
+        low = np.floor(src).astype(int)
+        return low, np.minimum(low + 1, n_in - 1), src - low
+
+    (r0, r1, wr), (c0, c1, wc) = axis(image.shape[0]), axis(image.shape[1])
+    rows = image[r0] * (1 - wr)[:, None] + image[r1] * wr[:, None]
+    return rows[:, c0] * (1 - wc) + rows[:, c1] * wc
+
+
+def test_paper_frames_average_rgb_and_resize_linearly_then_truncate():
+    import numpy as np
+
+    from ellm.frames import paper_gray84, to_gray84
+
+    rgb = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    expected = _linear_resize(rgb.mean(axis=-1), 84).astype(np.uint8)
+    ours = paper_gray84(rgb)
+    assert ours.shape == (84, 84) and ours.dtype == np.uint8
+    assert np.mean(ours == expected) > 0.99  # float32 here, float64 there: rare off-by-ones
+    assert np.abs(ours.astype(int) - expected).max() <= 1
+    assert np.mean(to_gray84(rgb) == expected) < 0.5  # the fixed setting's luma differs
