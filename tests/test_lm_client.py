@@ -96,6 +96,14 @@ def test_prompt_includes_status_only_when_sleepy(server, tmp_path):
     assert "You feel sleepy." in sent and "hungry" not in sent  # as the original: sleepiness only
 
 
+def test_requests_do_not_log_a_line_each_at_info(server, tmp_path, caplog):
+    lm = make(server, tmp_path, novelty_bonus=False)
+    with caplog.at_level(logging.INFO):
+        lm.suggest(TextState("You see tree.", "", "", {}))
+    assert len(server.requests) == 1
+    assert not [r for r in caplog.records if "HTTP Request" in r.getMessage()]
+
+
 def test_completions_endpoint(server, tmp_path):
     server.push(Reply.bullets("mine stone", "place stone"))
     lm = make(server, tmp_path, endpoint="completions")
