@@ -39,12 +39,11 @@ from ellm.config import (
 )
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, paper_gray84, to_gray84
-from ellm.games.crafter import achievements_unlocked
 from ellm.inputs import AgentInputs
 from ellm.logger import Logger
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.timing import Progress, Timer
-from text_crafter import StatsWriter
+from text_crafter import StatsWriter, achievements_unlocked
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +72,7 @@ class Workspace:
         self.device = resolve_device(cfg.device)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
-        if cfg.expl_agent_path:
-            checkpoint.resolve(cfg.expl_agent_path, "expl_agent_path")
+        self.paper = self.game.paper_setting(cfg)  # docs/fidelity.md
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(resolve_threads(cfg.torch_threads))
@@ -87,7 +85,7 @@ class Workspace:
         self.extrinsic = self.game.extrinsic(cfg)
         self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
                                   functools.partial(self.game.goal_text, cfg),
-                                  paper_gray84 if self.game.paper_setting(cfg) else to_gray84)
+                                  paper_gray84 if self.paper else to_gray84)
         self.embedder = None
         if cfg.use_goal or cfg.use_language_state is not None or self.game.needs_embedder(cfg):
             from ellm.embed import SentenceEmbedder
@@ -112,7 +110,7 @@ class Workspace:
             discount=cfg.discount,
             frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
             save_buffer=cfg.save_buffer, seed=cfg.seed,
-            per_episode=self.game.paper_setting(cfg))
+            per_episode=self.paper)
         self._batches = None
 
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
@@ -154,7 +152,7 @@ class Workspace:
             num_actions=self.env.action_space.n, device=str(self.device),
             embedder=self.embedder, strings=self.strings, discount=cfg.discount,
             nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
-            use_extr_rew=cfg.use_extr_rew, paper_setting=self.game.paper_setting(cfg))
+            use_extr_rew=cfg.use_extr_rew, paper_setting=self.paper)
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:

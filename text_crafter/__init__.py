@@ -15,7 +15,14 @@ from text_crafter.actions import (
     same_action,
 )
 from text_crafter.env import ENV_SPECS, CrafterTextEnv, make
-from text_crafter.stats import ACHIEVEMENTS, StatsWriter, crafter_score, load_stats, success_rates
+from text_crafter.stats import (
+    ACHIEVEMENTS,
+    StatsWriter,
+    achievements_unlocked,
+    crafter_score,
+    load_stats,
+    success_rates,
+)
 
 for _env_id, _spec in ENV_SPECS.items():
     if _env_id not in _gym.registry:
@@ -26,6 +33,7 @@ for _env_id, _spec in ENV_SPECS.items():
 
 __all__ = [
     "ACHIEVEMENTS", "ACTION_SPACES", "EASIER_ACTIONS", "ENV_SPECS", "GOOD_ACTIONS", "SYNONYMS",
-    "CrafterTextEnv", "StatsWriter", "action_names", "crafter_score", "load_stats", "make",
+    "CrafterTextEnv", "StatsWriter", "achievements_unlocked", "action_names", "crafter_score",
+    "load_stats", "make",
     "same_action", "success_rates",
 ]

@@ -65,6 +65,11 @@ def load_stats(paths: str | Path | Iterable[str | Path]) -> list[dict[str, float
     return episodes
 
 
+def achievements_unlocked(stats: Mapping[str, float]) -> int:
+    """Distinct achievements unlocked in one episode of this format."""
+    return sum(1 for k, v in stats.items() if k.startswith("achievement_") and v > 0)
+
+
 def success_rates(episodes: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Percent of episodes in which each of the 22 achievements was unlocked at least once."""
     episodes = list(episodes)

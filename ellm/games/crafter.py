@@ -17,6 +17,7 @@ from text_crafter import (
     EASIER_ACTIONS,
     ENV_SPECS,
     GOOD_ACTIONS,
+    achievements_unlocked,
     crafter_score,
     make,
     same_action,
@@ -25,11 +26,6 @@ from text_crafter import (
 
 # Named actions that are not goals when each goal is evaluated alone.
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
-
-
-def achievements_unlocked(stats: Mapping[str, float]) -> int:
-    """Distinct achievements unlocked in an episode of Crafter's ``stats.jsonl`` format."""
-    return sum(1 for k, v in stats.items() if k.startswith("achievement_") and v > 0)
 
 
 class CrafterGame:
