@@ -66,7 +66,7 @@ class IntrinsicAgent(DQNAgent):
     def __init__(
         self,
         *args: Any,
-        use_language: bool = False,
+        use_language: bool | str = "auto",
         language_weight: float = 0.5,
         extr_rew_weight: float = 1.0,
         rep_dim: int = 512,
@@ -74,8 +74,11 @@ class IntrinsicAgent(DQNAgent):
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
-        check_option("use_language", use_language, isinstance(use_language, bool),
-                     "true or false")
+        check_option("use_language", use_language,
+                     isinstance(use_language, bool) or use_language == "auto",
+                     "true, false or auto")
+        if use_language == "auto":  # the original's default (True) wherever it could run
+            use_language = self.use_language_state == "sbert"
         check_option("language_weight", language_weight,
                      is_number(language_weight) and language_weight >= 0, "a number >= 0")
         check_option("extr_rew_weight", extr_rew_weight, is_number(extr_rew_weight), "a number")
@@ -100,20 +103,31 @@ class IntrinsicAgent(DQNAgent):
             inputs["language"] = (self.text_dim,)
         self.weights = {"pixel": 1.0, "language": self.language_weight}
         self.intrinsic: dict[str, IntrinsicReward] = {}
+        self.paper_module: Any = None  # the original's computation (baselines/paper.py)
         with torch.random.fork_rng(devices=[]):
             seed = kwargs.get("seed")
             if seed is not None:
                 torch.manual_seed(seed + 1)
-            for name, shape in inputs.items():
-                self.intrinsic[name] = self.make_module(tuple(shape))
+            if self.paper_setting:
+                dims = {name: self.hidden_dim for name in inputs}
+                self.paper_module = self.make_paper_module(dims)
+            if self.paper_module is None:
+                for name, shape in inputs.items():
+                    self.intrinsic[name] = self.make_module(tuple(shape))
 
     def make_module(self, input_shape: tuple[int, ...]) -> IntrinsicReward:
         """The intrinsic-reward module for inputs of ``input_shape`` ((S, H, W) or (D,))."""
         raise NotImplementedError
 
+    def make_paper_module(self, feature_dims: Mapping[str, int]) -> Any:
+        """The original's computation on encoder features (``paper_setting``), or None where it
+        is not reproduced yet: the agent then uses :meth:`make_module`'s (docs/fidelity.md)."""
+        return None
+
     def intrinsic_config(self) -> dict[str, Any]:
         """Config values that fix the modules' shapes and meaning (checked on resume)."""
-        return {"agent.use_language": self.use_language, "agent.rep_dim": self.rep_dim}
+        return {"agent.use_language": self.use_language, "agent.rep_dim": self.rep_dim,
+                "paper_setting": self.paper_module is not None}
 
     # ------------------------------------------------------------------ learning
     def window_inputs(self, batch: Any) -> dict[str, torch.Tensor]:
@@ -148,8 +162,42 @@ class IntrinsicAgent(DQNAgent):
         metrics["intrinsic_reward"] = rewards[rows, j].mean().item()
         return rewards, metrics
 
+    @torch.no_grad()
+    def encoder_features(self, batch: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """(s, s') features of the online DQN encoder: fused, or, with ``use_language``, the
+        image and language-state features apart (as the original's baselines read them)."""
+        obs = batch.obs.to(self.device) if self.use_image else None
+        next_obs = batch.next_obs.to(self.device) if self.use_image else None
+        text = self._batch_text(batch)
+        if self.use_language:
+            return {"pixel": (self.online.image_encoder(obs), self.online.image_encoder(next_obs)),
+                    "language": (self.online.language_proj(text.language),
+                                 self.online.language_proj(text.next_language))}
+        return {"pixel": (self.online.features(obs, text.language, text.goal),
+                          self.online.features(next_obs, text.next_language, text.next_goal))}
+
+    def paper_update(self, batch: Any, step: int) -> dict[str, float]:
+        """One reward per sample on encoder features, replacing the n-step reward."""
+        features = self.encoder_features(batch)
+        raw, reward, terms = self.paper_module.reward(features)
+        metrics = {f"{self.method}_raw": raw.mean().item(),
+                   f"{self.method}_raw_std": self.paper_module.stats.std,
+                   **{f"{self.method}_{name}_raw": v for name, v in terms.items()},
+                   "intrinsic_reward": reward.mean().item(),
+                   "intrinsic_return": reward.mean().item()}
+        game = batch.game_reward.to(self.device, torch.float32)
+        metrics["game_return"] = game.mean().item()
+        if self.use_extr_rew:
+            reward = reward + self.extr_rew_weight * game
+        metrics.update(super().update(batch._replace(reward=reward), step))
+        losses = self.paper_module.update(features)
+        metrics.update({f"{self.method}_{k}": v for k, v in losses.items()})
+        return metrics
+
     def update(self, batch: Any, step: int) -> dict[str, float]:
         """Score the batch, one DQN step on the combined n-step reward, one step per module."""
+        if self.paper_module is not None:
+            return self.paper_update(batch, step)
         inputs = self.window_inputs(batch)
         rewards, metrics = self.intrinsic_rewards(batch, inputs)
         n_steps = batch.n_steps.to(self.device)
@@ -173,6 +221,8 @@ class IntrinsicAgent(DQNAgent):
             "config": self.intrinsic_config(),
             "modules": {name: module.state_dict() for name, module in self.intrinsic.items()},
         }
+        if self.paper_module is not None:
+            state["intrinsic"]["paper"] = self.paper_module.state_dict()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -191,5 +241,7 @@ class IntrinsicAgent(DQNAgent):
             raise ValueError(f"checkpoint has no intrinsic-reward state for {type(self).__name__}")
         for name, module in self.intrinsic.items():
             module.load_state_dict(saved["modules"][name])
+        if self.paper_module is not None:
+            self.paper_module.load_state_dict(saved["paper"])
 
     # load_weights (finetuning) is inherited: only the Q-network; the modules start fresh.

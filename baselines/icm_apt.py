@@ -128,6 +128,7 @@ class ICMAPTAgent(IntrinsicAgent):
         check_option("knn_k", knn_k, isinstance(knn_k, int) and not isinstance(knn_k, bool)
                      and knn_k >= 1, "a positive integer")
         self.knn_k = knn_k
+        kwargs.setdefault("use_language", False)  # the original APT's default
         super().__init__(*args, **kwargs)
 
     def make_module(self, input_shape: tuple[int, ...]) -> APT:

@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from baselines.agent import IntrinsicAgent, check_option, is_number
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder
+from baselines.paper import PaperRND
 
 
 class RND:
@@ -86,7 +87,7 @@ class RNDAgent(IntrinsicAgent):
     """ELLM's DQN trained on the RND (or NovelD) reward; see :class:`IntrinsicAgent` for the
     shared options. Extra: ``noveld`` (False), ``noveld_alpha`` (0.5)."""
 
-    def __init__(self, *args: Any, noveld: bool = False, noveld_alpha: float = 0.5,
+    def __init__(self, *args: Any, noveld: bool = False, noveld_alpha: float = 1.0,
                  **kwargs: Any):
         check_option("noveld", noveld, isinstance(noveld, bool), "true or false")
         check_option("noveld_alpha", noveld_alpha, is_number(noveld_alpha) and noveld_alpha >= 0,
@@ -94,6 +95,10 @@ class RNDAgent(IntrinsicAgent):
         self.noveld, self.noveld_alpha = noveld, float(noveld_alpha)
         self.method = "noveld" if noveld else "rnd"
         super().__init__(*args, **kwargs)
+
+    def make_paper_module(self, feature_dims: Mapping[str, int]) -> PaperRND:
+        return PaperRND(feature_dims, self.weights, self.hidden_dim, self.rep_dim,
+                        self.intrinsic_lr, self.noveld, self.noveld_alpha, self.device)
 
     def make_module(self, input_shape: tuple[int, ...]) -> RND:
         return RND(input_shape, self.hidden_dim, self.rep_dim, self.intrinsic_lr,

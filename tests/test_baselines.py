@@ -462,14 +462,18 @@ TINY = ["num_seed_frames=20", "eval_every_frames=30", "num_eval_episodes=1",
         "env_spec.length=20", "replay_buffer_num_workers=0", "batch_size=16",
         "agent.critic_target_update_every_steps=40", "agent.hidden_dim=32", "progress=false"]
 SCENARIOS = {
-    # the original spellings, pixel-only RND with the game reward added
+    # the original spellings, pixel-only RND with the game reward added (the paper setting:
+    # one reward per sample on the DQN encoder's features, baselines/paper.py)
     "rnd": (["agent._target_=baselines.rnd.RNDAgent", "+agent.rep_dim=16", "use_extr_rew=True"],
-            ["rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_raw_std", "rnd_pixel_loss"]),
+            ["rnd_raw", "rnd_pixel_raw", "rnd_raw_std", "rnd_pixel_loss", "intrinsic_reward"]),
     "noveld": (["agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True",
                 "+agent.use_language=True", "use_language_state=sbert", "env_spec.use_sbert=True",
                 "+agent.rep_dim=16"],
-               ["noveld_pixel_raw", "noveld_language_raw", "noveld_language_reward",
+               ["noveld_pixel_raw", "noveld_language_raw", "noveld_raw_std",
                 "noveld_language_loss"]),
+    # the fixed setting's RND: a reward per step of the window, on its own conv nets
+    "rnd_v2": (["agent=rnd", "agent.rep_dim=16", "env_spec.name=CrafterTextEnv-v2"],
+               ["rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_raw_std", "rnd_pixel_loss"]),
     # the short name, with the language module and goal conditioning
     "apt": (["agent=apt", "agent.knn_k=4", "agent.rep_dim=16", "agent.use_language=True",
              "use_language_state=sbert", "env_spec.use_sbert=True", "use_goal=True"],

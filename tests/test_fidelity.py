@@ -390,3 +390,57 @@ def test_paper_frames_average_rgb_and_resize_linearly_then_truncate():
     assert np.mean(ours == expected) > 0.99  # float32 here, float64 there: rare off-by-ones
     assert np.abs(ours.astype(int) - expected).max() <= 1
     assert np.mean(to_gray84(rgb) == expected) < 0.5  # the fixed setting's luma differs
+
+
+# ---------------------------------------------------------------- RND / NovelD (row 6)
+
+def test_paper_rnd_pays_one_normalised_reward_per_sample_from_the_dqn_encoder(tmp_path):
+    import math
+
+    import torch
+    from test_baselines import NUM_ACTIONS, OBS_SHAPE, SMALL, roundtrip, sample, write_episodes
+
+    from baselines.paper import PriorRunningVariance
+    from baselines.rnd import RNDAgent
+
+    write_episodes(tmp_path, [7, 5])
+    batch = sample(tmp_path, batch_size=16)
+    for noveld in (False, True):
+        agent = RNDAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, noveld=noveld, **SMALL)
+        assert agent.paper_module is not None and agent.intrinsic == {}
+        assert agent.noveld_alpha == 1.0  # the original's NovelD alpha
+        features = agent.encoder_features(batch)
+        with torch.no_grad():  # the DQN's own (fused) features of s and s'
+            expected = agent.online.features(batch.obs, None, None)
+        assert torch.equal(features["pixel"][0], expected)
+        rnd = agent.paper_module.modules["pixel"]
+        with torch.no_grad():
+            e, e_next = rnd.error(features["pixel"][0]), rnd.error(features["pixel"][1])
+        raw = torch.relu(e_next - e) if noveld else e
+        stats = PriorRunningVariance()
+        stats.update(raw)
+        got_raw, reward, _ = agent.paper_module.reward(features)
+        assert torch.allclose(got_raw, raw, atol=1e-6)
+        assert torch.allclose(reward, raw / (math.sqrt(stats.var) + 1e-8), atol=1e-5)
+        assert reward.shape == (16,)  # one per sample: it replaces the n-step sum
+        metrics = agent.update(batch, 4)
+        assert all(math.isfinite(v) for v in metrics.values())
+        again = RNDAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, noveld=noveld,
+                         **{**SMALL, "seed": 7})
+        again.load_state_dict(roundtrip(agent.state_dict()))
+        assert again.update(batch, 8) == agent.update(batch, 8)
+
+
+def test_prior_running_variance_is_the_originals():
+    import numpy as np
+    import torch
+
+    from baselines.paper import PriorRunningVariance
+
+    stats, m, s, n = PriorRunningVariance(), 0.0, 1.0, 1e-4
+    for batch in (np.array([1.0, 3.0]), np.array([2.0, 2.0, 8.0])):
+        stats.update(torch.tensor(batch))
+        delta, bs = batch.mean() - m, len(batch)
+        s = (s * n + batch.var() * bs + delta**2 * n * bs / (n + bs)) / (n + bs)
+        m, n = m + delta * bs / (n + bs), n + bs
+    assert (stats.mean, stats.var, stats.count) == pytest.approx((m, s, n))
