@@ -190,7 +190,7 @@ class IntrinsicAgent(DQNAgent):
         if self.use_extr_rew:
             reward = reward + self.extr_rew_weight * game
         metrics.update(super().update(batch._replace(reward=reward), step))
-        losses = self.paper_module.update(features)
+        losses = self.paper_module.update(features, batch.action.to(self.device, torch.long))
         metrics.update({f"{self.method}_{k}": v for k, v in losses.items()})
         return metrics
 

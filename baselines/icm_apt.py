@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from baselines.agent import IntrinsicAgent, check_option
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder, mlp
+from baselines.paper import PaperAPT
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -124,12 +125,20 @@ class ICMAPTAgent(IntrinsicAgent):
 
     method = "apt"
 
-    def __init__(self, *args: Any, knn_k: int = 12, **kwargs: Any):
+    def __init__(self, *args: Any, knn_k: int = 12, icm_hidden_dim: int = 1024,
+                 **kwargs: Any):
         check_option("knn_k", knn_k, isinstance(knn_k, int) and not isinstance(knn_k, bool)
                      and knn_k >= 1, "a positive integer")
-        self.knn_k = knn_k
-        kwargs.setdefault("use_language", False)  # the original APT's default
+        check_option("icm_hidden_dim", icm_hidden_dim,
+                     isinstance(icm_hidden_dim, int) and icm_hidden_dim >= 1, "a positive integer")
+        self.knn_k, self.icm_hidden_dim = knn_k, icm_hidden_dim
+        kwargs.setdefault("use_language", False)  # the original APT's defaults
+        kwargs.setdefault("language_weight", 1.0)
         super().__init__(*args, **kwargs)
+
+    def make_paper_module(self, feature_dims: Mapping[str, int]) -> PaperAPT:
+        return PaperAPT(feature_dims, self.weights, self.num_actions, self.icm_hidden_dim,
+                        self.rep_dim, self.intrinsic_lr, self.knn_k, self.device)
 
     def make_module(self, input_shape: tuple[int, ...]) -> APT:
         return APT(input_shape, self.num_actions, self.hidden_dim, self.rep_dim,

@@ -477,8 +477,12 @@ SCENARIOS = {
     # the short name, with the language module and goal conditioning
     "apt": (["agent=apt", "agent.knn_k=4", "agent.rep_dim=16", "agent.use_language=True",
              "use_language_state=sbert", "env_spec.use_sbert=True", "use_goal=True"],
-            ["apt_pixel_raw", "apt_pixel_reward", "apt_pixel_raw_mean", "apt_pixel_forward_loss",
+            ["apt_raw", "apt_pixel_raw", "apt_language_raw", "apt_pixel_forward_loss",
              "apt_pixel_inverse_loss", "apt_language_inverse_loss"]),
+    "apt_v2": (["agent=apt", "agent.knn_k=4", "agent.rep_dim=16",
+                "env_spec.name=CrafterTextEnv-v2"],
+               ["apt_pixel_raw", "apt_pixel_reward", "apt_pixel_raw_mean",
+                "apt_pixel_forward_loss", "apt_pixel_inverse_loss"]),
     "novelty": (["env_spec.lm_spec.lm_class=BaselineModel"], ["loss"]),
     "extrinsic": (["env_spec.name=CrafterReward-v1"], ["loss"]),
 }

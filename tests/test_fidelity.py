@@ -444,3 +444,33 @@ def test_prior_running_variance_is_the_originals():
         s = (s * n + batch.var() * bs + delta**2 * n * bs / (n + bs)) / (n + bs)
         m, n = m + delta * bs / (n + bs), n + bs
     assert (stats.mean, stats.var, stats.count) == pytest.approx((m, s, n))
+
+
+def test_paper_apt_particle_entropy_counts_the_point_itself_and_clips(tmp_path):
+    import math
+
+    import torch
+    from test_baselines import NUM_ACTIONS, OBS_SHAPE, SMALL, roundtrip, sample, write_episodes
+
+    from baselines.icm_apt import ICMAPTAgent
+    from baselines.paper import KNN_CLIP
+
+    write_episodes(tmp_path, [9, 8])
+    batch = sample(tmp_path, batch_size=16)
+    agent = ICMAPTAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, knn_k=4, **SMALL)
+    assert agent.paper_module is not None and agent.icm_hidden_dim == 1024
+    assert agent.language_weight == 1.0  # the original's
+    features = agent.encoder_features(batch)
+    with torch.no_grad():
+        rep = agent.paper_module.modules["pixel"].encoder(features["pixel"][1])
+    d = torch.cdist(rep, rep).topk(4, dim=1, largest=False).values
+    assert torch.allclose(d[:, 0], torch.zeros(16), atol=1e-3)  # itself, at distance 0
+    expected = torch.log1p(torch.clamp(d / d.mean() - KNN_CLIP, min=0).mean(dim=1))
+    _, reward, _ = agent.paper_module.reward(features)
+    assert torch.allclose(reward, expected, atol=1e-4)  # first batch: the mean is its own
+    metrics = agent.update(batch, 4)
+    assert all(math.isfinite(v) for v in metrics.values())
+    again = ICMAPTAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, knn_k=4,
+                        **{**SMALL, "seed": 7})
+    again.load_state_dict(roundtrip(agent.state_dict()))
+    assert again.update(batch, 8) == agent.update(batch, 8)
