@@ -200,7 +200,7 @@ class DQNAgent:
             ).to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # The original's target network shares the online encoder; only its heads lag.
-        self.shared_encoder = bool(paper_setting)
+        self.paper_setting = self.shared_encoder = bool(paper_setting)
         if self.shared_encoder:
             for name in ENCODER_MODULES:
                 setattr(self.target, name, getattr(self.online, name))
