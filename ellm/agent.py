@@ -7,7 +7,10 @@ The loop owns the schedule: it calls ``act`` every env step and ``update`` every
 Texts reach the network as frozen sentence embeddings. In ``act`` they come straight from the
 shared ``SentenceEmbedder`` (cached per string); in ``update`` batches carry integer ids into the
 replay's string table and the agent keeps an id-indexed embedding tensor that grows as new ids
-appear, so an update never runs the transformer for a string it has already seen.
+appear, so an update never runs the transformer for a string it has already seen. In the paper
+setting the texts go through ``PaperTextEncoder`` instead, as the original's agent read them:
+language state and goal in one pass of a transformer whose Linear layers were re-initialised
+(``reinit_text_encoder``), one embedding per (state, goal) pair.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from torch.nn import functional as F
 from ellm.config import AgentOptions, parse
 from ellm.embed import SentenceEmbedder
 from ellm.networks import ENCODER_MODULES, QNetwork
+from ellm.paper_text import PaperTextEncoder
 
 FINETUNE_SETTINGS = ("train_all", "linear", "critic")
 LANGUAGE_STATE_ENCODERS = (None, "sbert")
@@ -90,7 +94,9 @@ class DQNAgent:
     at its maximum until ``start_epsilon_decay``; the loop sets it from ``decay_after_reward``),
     ``seed`` (weights init and action RNG), ``channels_last`` (conv memory format),
     ``use_extr_rew`` (the top-level key; informational here: for this agent the loop has already
-    added the game reward to the stored reward, while the baselines add it in ``update``).
+    added the game reward to the stored reward, while the baselines add it in ``update``),
+    ``paper_setting`` (the original's target network and text input, docs/fidelity.md),
+    ``max_text_tokens`` (``env_spec.max_seq_len``: each text's token cap in the paper setting).
     """
 
     def __init__(
@@ -118,6 +124,7 @@ class DQNAgent:
         goal_encoder_type: str = "sbert",
         finetune_settings: str = "train_all",
         other_model_prob: float = 0.5,
+        reinit_text_encoder: bool | str = "auto",
         *,
         embedder: SentenceEmbedder | None = None,
         strings: StringTable | None = None,
@@ -128,6 +135,7 @@ class DQNAgent:
         channels_last: bool = True,
         use_extr_rew: bool = False,
         paper_setting: bool = False,
+        max_text_tokens: int = 200,
     ):
         obs_shape = tuple(int(x) for x in obs_shape)
         if len(obs_shape) != 3 or min(obs_shape) < 1:
@@ -142,7 +150,7 @@ class DQNAgent:
             "critic_target_update_every_steps": critic_target_update_every_steps,
             "critic_target_tau": critic_target_tau, "train_eps_decay_steps": train_eps_decay_steps,
             "train_eps_min": train_eps_min, "train_eps_max": train_eps_max, "eval_eps": eval_eps,
-            "hidden_dim": hidden_dim}, "agent.")
+            "hidden_dim": hidden_dim, "reinit_text_encoder": reinit_text_encoder}, "agent.")
         if not (use_image or use_language_state or use_goal):
             raise ValueError("agent.use_image, agent.use_language_state and agent.use_goal are all "
                              "off: the agent needs at least one input")
@@ -189,18 +197,31 @@ class DQNAgent:
             self.text_model.eval()
             self.text_model.requires_grad_(False)
         self.text_dim = embedder.dim if embedder is not None else 0
+        self.paper_setting = bool(paper_setting)
+        if reinit_text_encoder == "auto":
+            reinit_text_encoder = self.paper_setting
+        self.reinit_text_encoder = bool(reinit_text_encoder)
+        # The original's text input: state and goal in one pass, one projection for the pair.
+        self.joint_text = self.paper_setting and use_language_state == "sbert" and use_goal
+        self.text_encoder: PaperTextEncoder | None = None
+        if self.paper_setting and self.use_text:
+            assert embedder is not None
+            self.text_encoder = PaperTextEncoder(
+                embedder.model, max_text_tokens, device=self.device,
+                reinit_seed=_text_seed(seed) if self.reinit_text_encoder else None)
 
         self._rng = np.random.default_rng(seed)
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
-            self.online = QNetwork(
+            self.online = QNetwork(  # a joint text input is fed as the language state
                 obs_shape, self.num_actions, self.hidden_dim, use_image,
-                bool(use_language_state), use_goal, self.text_dim, channels_last,
+                bool(use_language_state), use_goal and not self.joint_text, self.text_dim,
+                channels_last,
             ).to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # The original's target network shares the online encoder; only its heads lag.
-        self.paper_setting = self.shared_encoder = bool(paper_setting)
+        self.shared_encoder = self.paper_setting
         if self.shared_encoder:
             for name in ENCODER_MODULES:
                 setattr(self.target, name, getattr(self.online, name))
@@ -214,6 +235,8 @@ class DQNAgent:
         self._expl_agent: DQNAgent | None = None
         self._text_cache = torch.zeros(0, self.text_dim, device=self.device)
         self._text_known = torch.zeros(0, dtype=torch.bool)
+        self._pair_rows: dict[tuple[int, int], int] = {}
+        self._pair_cache = torch.zeros(0, self.text_dim, device=self.device)
 
     # ------------------------------------------------------------------ parameters
     def trainable_parameter_names(self) -> list[str]:
@@ -290,15 +313,24 @@ class DQNAgent:
         frames = language = goal = None
         if self.use_image:
             frames = torch.as_tensor(np.asarray(obs["frames"]), device=self.device).unsqueeze(0)
-        if self.use_language_state:
-            language = self._embed_strings([obs["text_obs"]])
-        if self.use_goal:
-            goal = self._embed_strings([obs["goal"]])
+        if self.joint_text:
+            language = self._embed_pairs([(obs["text_obs"], obs["goal"])])
+        else:
+            if self.use_language_state:
+                language = self._embed_strings([obs["text_obs"]])
+            if self.use_goal:
+                goal = self._embed_strings([obs["goal"]])
         return self.online(frames, language, goal)[0]
 
     def _embed_strings(self, texts: Sequence[str]) -> torch.Tensor:
+        if self.text_encoder is not None:
+            return self._embed_pairs([(text,) for text in texts])
         assert self.embedder is not None
         return torch.from_numpy(self.embedder.embed(texts)).to(self.device)
+
+    def _embed_pairs(self, inputs: Sequence[tuple[str, ...]]) -> torch.Tensor:
+        assert self.text_encoder is not None
+        return torch.from_numpy(self.text_encoder.embed(inputs)).to(self.device)
 
     # ------------------------------------------------------------------ learning
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
@@ -327,7 +359,36 @@ class DQNAgent:
             self._text_known[new_ids] = True
         return self._text_cache[flat.to(self.device)].reshape(*ids.shape, self.text_dim)
 
+    def embed_id_pairs(self, state_ids: torch.Tensor, goal_ids: torch.Tensor) -> torch.Tensor:
+        """Joint embeddings ``[N, dim]`` of (language state, goal) string-id pairs, each pair
+        encoded once and then served from a pair-indexed tensor (the paper setting's input)."""
+        if self.strings is None:
+            raise ValueError("text inputs need strings=... (the replay's string table) when "
+                             "instantiating the agent")
+        pairs = list(zip(state_ids.reshape(-1).tolist(), goal_ids.reshape(-1).tolist()))
+        new = [p for p in dict.fromkeys(pairs) if p not in self._pair_rows]
+        if new:
+            start = len(self._pair_rows)
+            if start + len(new) > self._pair_cache.shape[0]:
+                grown = self._pair_cache.new_zeros(max(2 * self._pair_cache.shape[0],
+                                                       start + len(new), 64), self.text_dim)
+                grown[:start] = self._pair_cache[:start]
+                self._pair_cache = grown
+            texts = [(self.strings[s], self.strings[g]) for s, g in new]
+            self._pair_cache[start:start + len(new)] = self._embed_pairs(texts)
+            self._pair_rows.update((p, start + i) for i, p in enumerate(new))
+        rows = torch.tensor([self._pair_rows[p] for p in pairs], device=self.device)
+        return self._pair_cache[rows]
+
+    def _clear_text_caches(self) -> None:
+        self._text_known.zero_()
+        self._pair_rows.clear()
+
     def _batch_text(self, batch: TransitionBatch) -> _TextInputs:
+        if self.joint_text:
+            return _TextInputs(self.embed_id_pairs(batch.text_obs, batch.goal),
+                               self.embed_id_pairs(batch.next_text_obs, batch.next_goal),
+                               None, None)
         fields = []
         if self.use_language_state:
             fields += [batch.text_obs, batch.next_text_obs]
@@ -407,6 +468,9 @@ class DQNAgent:
             "agent.use_goal": self.use_goal,
             "agent.goal_encoder_type": self.goal_encoder_type,
             "sbert_model": self.embedder.model_name if self.use_text and self.embedder else None,
+            "agent.text_input": ("joint" if self.joint_text else "paper" if self.text_encoder
+                                 else "separate") if self.use_text else None,
+            "agent.reinit_text_encoder": self.reinit_text_encoder if self.text_encoder else None,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -424,12 +488,16 @@ class DQNAgent:
             "decay_start": self.decay_start,
             "num_updates": self.num_updates,
             "last_target_sync": self._last_target_sync,
+            "text_encoder_seed": self.text_encoder.reinit_seed if self.text_encoder else None,
         }
 
     def _check_config(self, state: Mapping[str, Any], resume: bool) -> None:
         if not isinstance(state, Mapping) or "config" not in state or "online" not in state:
             raise ValueError("not a DQNAgent state dict (missing 'config'/'online')")
         saved = dict(state["config"])
+        # Checkpoints from before the paper setting's text input had separate projections.
+        saved.setdefault("agent.text_input", "separate" if saved.get("sbert_model") else None)
+        saved.setdefault("agent.reinit_text_encoder", None)
         mine = self.architecture_config()
         if resume:  # resuming also needs the same method (finetuning may switch, e.g. RND -> DQN)
             saved["agent.finetune_settings"] = state.get("finetune_settings")
@@ -444,6 +512,7 @@ class DQNAgent:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume: restore networks, optimiser, RNG and counters (config must match)."""
         self._check_config(state, resume=True)
+        self._load_text_encoder(state)
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -456,6 +525,24 @@ class DQNAgent:
     def load_weights(self, state: Mapping[str, Any]) -> None:
         """Finetune: load only the online network weights (target = copy), fresh Adam at ``lr``."""
         self._check_config(state, resume=False)
+        self._load_text_encoder(state)
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(self.online.state_dict())
         self.optimizer = self._make_optimizer()
+
+    def _load_text_encoder(self, state: Mapping[str, Any]) -> None:
+        """The re-initialised transformer the checkpoint's weights were trained on (its seed)."""
+        if self.text_encoder is not None and self.reinit_text_encoder:
+            seed = state.get("text_encoder_seed")
+            if seed is not None and seed != self.text_encoder.reinit_seed:
+                self.text_encoder.set_reinit_seed(seed)
+                self._clear_text_caches()
+
+
+def _text_seed(seed: int | None) -> int:
+    """Seed of the re-initialised text transformer: drawn from the run's seed (a fresh random
+    one without a seed), so each seed of a sweep has its own random transformer, as the
+    original's had."""
+    if seed is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    return int(np.random.SeedSequence([int(seed), 3]).generate_state(1)[0])

@@ -38,7 +38,6 @@ IGNORED_KEYS: dict[str, str] = {
     "agent.vocab": "the original's word vocabulary; text is encoded by SBERT",
     "agent.use_tb": "the logger writes TensorBoard (top-level use_tb), not the agent",
     "agent.use_wandb": "the logger writes W&B (top-level use_wandb), not the agent",
-    "env_spec.max_seq_len": "text is kept as strings, not token arrays",
     "env_spec.env_reward": "set by the code in the original",
     "env_spec.use_sbert": "SBERT is the only text encoder",
     "env_spec.device": "the SBERT reward model runs on the run's device",
@@ -149,6 +148,8 @@ class EnvOptions:
     check_ac_success: bool = _bool()
     threshold: float = _key("a cosine similarity in [-1, 1]",
                             lambda v: _is_num(v) and -1 <= v <= 1)
+    max_seq_len: int = _key("an integer in [1, 256] (two texts share the sentence model's 512 "
+                            "positions)", lambda v: _is_int(v) and 1 <= v <= 256)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,8 @@ class AgentOptions:
     train_eps_max: float = _prob()
     eval_eps: float = _prob()
     hidden_dim: int = _int(1)
+    reinit_text_encoder: bool | str = _key(
+        "true, false or auto", lambda v: isinstance(v, bool) or v == "auto")
 
 
 # ---------------------------------------------------------------------------- validation

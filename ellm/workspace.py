@@ -152,7 +152,8 @@ class Workspace:
             num_actions=self.env.action_space.n, device=str(self.device),
             embedder=self.embedder, strings=self.strings, discount=cfg.discount,
             nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
-            use_extr_rew=cfg.use_extr_rew, paper_setting=self.paper)
+            use_extr_rew=cfg.use_extr_rew, paper_setting=self.paper,
+            max_text_tokens=cfg.env_spec.max_seq_len)
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:

@@ -220,6 +220,111 @@ def test_paper_setting_target_network_shares_the_online_encoder_and_only_heads_l
     assert fixed.target.image_encoder is not fixed.online.image_encoder
 
 
+# ---------------------------------------------------------------- the agent's text input (row 3)
+
+@pytest.fixture(scope="module")
+def sentence_embedder():
+    from ellm.embed import SentenceEmbedder
+
+    return SentenceEmbedder()
+
+
+def _padded_layout_embedding(encoder, state: str, goal: str):
+    """The original's computation written out: each text tokenised and zero-padded to
+    max_seq_len, the two arrays concatenated, padding masked, mean-pooled, L2-normalised."""
+    import torch
+
+    def padded(text: str) -> list[int]:
+        ids = encoder.tokenizer(text)["input_ids"][: encoder.max_tokens]
+        return ids + [0] * (encoder.max_tokens - len(ids))
+
+    ids = torch.tensor([padded(state) + padded(goal)])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        tokens = encoder.model(input_ids=ids, attention_mask=mask)[0]
+    pooled = (tokens * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)
+    return torch.nn.functional.normalize(pooled, dim=1)[0].numpy()
+
+
+def test_paper_text_input_is_state_and_goal_in_one_pass_of_the_padded_layout(sentence_embedder):
+    import numpy as np
+
+    from ellm.paper_text import PaperTextEncoder
+
+    encoder = PaperTextEncoder(sentence_embedder.model, max_tokens=200, reinit_seed=7)
+    state, goal = "you see grass and tree. you have nothing in your inventory.", "chop tree"
+    joint = encoder.embed([(state, goal)])[0]
+    np.testing.assert_allclose(joint, _padded_layout_embedding(encoder, state, goal), atol=1e-5)
+    assert abs(float(np.linalg.norm(joint)) - 1) < 1e-5
+    # One pass over the pair: neither text's embedding alone, nor their average.
+    alone = encoder.embed([(state,), (goal,)])
+    assert float(joint @ alone[0]) < 0.999 and float(joint @ alone[1]) < 0.999
+
+
+def test_paper_text_encoder_reinitialises_every_linear_layer_and_nothing_else(sentence_embedder):
+    import torch
+
+    from ellm.paper_text import PaperTextEncoder
+
+    pretrained = dict(sentence_embedder.model[0].auto_model.named_parameters())
+    encoder = PaperTextEncoder(sentence_embedder.model, reinit_seed=1)
+    linear = {f"{m}.{p}" for m, mod in encoder.model.named_modules()
+              if isinstance(mod, torch.nn.Linear) for p in ("weight", "bias")}
+    assert len(linear) > 40
+    for name, param in encoder.model.named_parameters():
+        if name in linear and name.endswith("bias"):
+            assert not param.any(), name
+        elif name in linear:  # orthogonal rows (or columns) of norm 1
+            w = param.detach()
+            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            torch.testing.assert_close(gram, torch.eye(gram.shape[0]), atol=1e-4, rtol=0)
+        else:  # token and position embeddings, LayerNorms: as pretrained
+            assert torch.equal(param, pretrained[name]), name
+    # The reward's sentence model is untouched; the switch keeps the pretrained weights.
+    assert encoder.model is not sentence_embedder.model[0].auto_model
+    assert PaperTextEncoder(sentence_embedder.model, reinit_seed=None).model is \
+        sentence_embedder.model[0].auto_model
+    same = PaperTextEncoder(sentence_embedder.model, reinit_seed=1).embed([("a cow",)])
+    other = PaperTextEncoder(sentence_embedder.model, reinit_seed=2).embed([("a cow",)])
+    assert (same == encoder.embed([("a cow",)])).all() and not (same == other).all()
+
+
+def test_paper_agent_feeds_one_joint_text_input_and_v2_keeps_two(sentence_embedder):
+    import numpy as np
+    from test_agent import make_agent, make_batch, make_obs
+
+    paper = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
+                       paper_setting=True)
+    assert paper.joint_text and paper.reinit_text_encoder
+    assert paper.online.language_proj is not None and paper.online.goal_proj is None
+    obs = make_obs()
+    expected = paper.text_encoder.embed([(obs["text_obs"], obs["goal"])])
+    got = paper._embed_pairs([(obs["text_obs"], obs["goal"])]).numpy()
+    np.testing.assert_array_equal(got, expected)
+    paper.update(make_batch(), step=4)  # the batch's (state, goal) id pairs embed jointly
+    assert len(paper._pair_rows) > 0
+    fixed = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
+                       paper_setting=False)
+    assert fixed.text_encoder is None and fixed.online.goal_proj is not None
+    switched = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
+                          paper_setting=True, reinit_text_encoder=False)
+    assert switched.joint_text and switched.text_encoder.reinit_seed is None
+
+
+def test_a_finetuned_agent_embeds_with_the_pretrained_runs_random_transformer(sentence_embedder):
+    import torch
+    from test_agent import make_agent, make_obs
+
+    kwargs = dict(use_goal=True, use_language_state="sbert", paper_setting=True)
+    pretrained = make_agent(sentence_embedder, seed=1, **kwargs)
+    finetuned = make_agent(sentence_embedder, seed=2, **kwargs)
+    obs = make_obs()
+    assert not torch.equal(pretrained.q_values(obs), finetuned.q_values(obs))
+    finetuned.load_weights(pretrained.state_dict())
+    assert finetuned.text_encoder.reinit_seed == pretrained.text_encoder.reinit_seed
+    torch.testing.assert_close(finetuned.q_values(obs), pretrained.q_values(obs))
+
+
 # ---------------------------------------------------------------- replay sampling (row 11)
 
 def test_paper_setting_replay_draws_an_episode_uniformly_and_never_starts_in_its_last_steps(
