@@ -95,7 +95,9 @@ class PaperTextEncoder:
     def _token_ids(self, text: str) -> list[int]:
         ids = self._tokens.get(text)
         if ids is None:
-            ids = self.tokenizer(text, add_special_tokens=True)["input_ids"][: self.max_tokens]
+            # Cut after tokenising, as the original did ([SEP] is lost past the cap); verbose=False:
+            # the tokenizer's "longer than 256" notice is about the whole text, not the cut one.
+            ids = self.tokenizer(text, verbose=False)["input_ids"][: self.max_tokens]
             self._tokens[text] = ids
         return ids
 
