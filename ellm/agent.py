@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Mapping, NamedTuple, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ellm.config import AgentOptions, parse
+from ellm.config import AgentOptions
 from ellm.embed import SentenceEmbedder
 from ellm.networks import ENCODER_MODULES, QNetwork
 from ellm.paper_text import PaperTextEncoder
+from ellm.schema import parse
 
 FINETUNE_SETTINGS = ("train_all", "linear", "critic")
 LANGUAGE_STATE_ENCODERS = (None, "sbert")
@@ -155,8 +157,8 @@ class DQNAgent:
             raise ValueError("agent.use_image, agent.use_language_state and agent.use_goal are all "
                              "off: the agent needs at least one input")
         # Set by the code, not by config keys:
-        if not 0.0 <= float(discount) <= 1.0:
-            raise _config_error("discount", discount, "a number in [0, 1]")
+        if not 0.0 < float(discount) <= 1.0:  # as RunOptions.discount
+            raise _config_error("discount", discount, "a number in (0, 1]")
         for key, value in (("num_actions", num_actions), ("nstep", nstep)):
             if int(value) != value or int(value) < 1:
                 raise _config_error(key, value, "a positive integer")

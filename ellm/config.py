@@ -1,7 +1,7 @@
 """The training config, checked once before anything starts, and secret-free copies of it.
 
 Each block has a typed schema here (:class:`RunOptions`, :class:`AgentOptions`), the LM spec has
-:class:`ellm.lm.LMSpec`, and each game checks its own keys (:meth:`ellm.games.Game.validate`);
+:class:`ellm.lm.LMSpec`, and each game has its own (:meth:`ellm.games.Game.validate`);
 ``config.yaml`` documents every key where it is defined. Every problem is a
 :class:`ConfigError` naming the key and what was expected; Hydra's struct mode already rejects
 unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted and ignored.
@@ -9,11 +9,9 @@ unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,6 +21,7 @@ from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import parse_lm_spec
+from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
@@ -53,103 +52,56 @@ UNSUPPORTED = {
 }
 
 
-# ---------------------------------------------------------------------------- schema helpers
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _key(expected: str, ok: Callable[[Any], bool]) -> Any:
-    """A schema field: what a valid value is, in words and as a test."""
-    return field(metadata={"expected": expected, "ok": ok})
-
-
-def _int(low: int) -> Any:
-    return _key(f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
-
-
-def _bool() -> Any:
-    return _key("true or false", lambda v: isinstance(v, bool))
-
-
-def _prob() -> Any:
-    return _key("a probability in [0, 1]", lambda v: _is_num(v) and 0 <= v <= 1)
-
-
-def _one_of(*choices: Any) -> Any:
-    return _key(f"one of {', '.join(map(str, choices))}", lambda v: v in choices)
-
-
-def parse(schema: type, node: Any, prefix: str = "") -> Any:
-    """An instance of the dataclass ``schema`` from a config node or a mapping, checking every
-    field; the error names ``prefix + field``."""
-    values = {}
-    for f in dataclasses.fields(schema):
-        key = f"{prefix}{f.name}"
-        value = node.get(f.name)
-        try:
-            good = f.metadata["ok"](value)
-        except TypeError:
-            good = False
-        if not good:
-            raise ConfigError(f"{key}={value!r} is invalid: expected {f.metadata['expected']}")
-        values[f.name] = value
-    return schema(**values)
-
-
 # ---------------------------------------------------------------------------- schemas
 @dataclass(frozen=True)
 class RunOptions:
     """Top-level keys of ``config.yaml`` (documented there)."""
 
-    num_train_frames: int = _int(0)
-    num_seed_frames: int = _int(0)
-    eval_every_frames: int = _int(1)
-    num_eval_episodes: int = _int(0)
-    frame_stack: int = _int(1)
-    nstep: int = _int(1)
-    batch_size: int = _int(1)
-    replay_buffer_size: int = _int(1)
-    replay_buffer_num_workers: int | str = _key(
-        "auto or an integer >= 0", lambda v: v == "auto" or (_is_int(v) and v >= 0))
-    seed: int = _int(0)
-    torch_threads: int | str = _key("auto or an integer >= 1",
-                                    lambda v: v == "auto" or (_is_int(v) and v >= 1))
-    discount: float = _key("a number in (0, 1]", lambda v: _is_num(v) and 0 < v <= 1)
-    lr: float = _key("a positive number", lambda v: _is_num(v) and v > 0)
-    other_model_prob: float = _prob()
-    use_language_state: str | None = _one_of(None, "sbert")
-    finetune_settings: str = _one_of("train_all", "linear", "critic")
-    use_goal: bool = _bool()
-    use_image: bool = _bool()
-    use_tb: bool = _bool()
-    use_wandb: bool = _bool()
-    save_snapshot: bool = _bool()
-    save_buffer: bool = _bool()
-    finetune_snapshot: bool = _bool()
-    clip_reward: bool = _bool()
-    single_goal_eval: bool = _bool()
-    train_after_reward: bool = _bool()
-    decay_after_reward: bool = _bool()
-    use_extr_rew: bool = _bool()
-    progress: bool = _bool()
+    num_train_frames: int = integer(0)
+    num_seed_frames: int = integer(0)
+    eval_every_frames: int = integer(1)
+    num_eval_episodes: int = integer(0)
+    frame_stack: int = integer(1)
+    nstep: int = integer(1)
+    batch_size: int = integer(1)
+    replay_buffer_size: int = integer(1)
+    replay_buffer_num_workers: int | str = valid(
+        "auto or an integer >= 0", lambda v: v == "auto" or (is_int(v) and v >= 0))
+    seed: int = integer(0)
+    torch_threads: int | str = valid("auto or an integer >= 1",
+                                    lambda v: v == "auto" or (is_int(v) and v >= 1))
+    discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
+    lr: float = valid("a positive number", lambda v: is_num(v) and v > 0)
+    other_model_prob: float = probability()
+    use_language_state: str | None = one_of(None, "sbert")
+    finetune_settings: str = one_of("train_all", "linear", "critic")
+    use_goal: bool = boolean()
+    use_image: bool = boolean()
+    use_tb: bool = boolean()
+    use_wandb: bool = boolean()
+    save_snapshot: bool = boolean()
+    save_buffer: bool = boolean()
+    finetune_snapshot: bool = boolean()
+    clip_reward: bool = boolean()
+    single_goal_eval: bool = boolean()
+    train_after_reward: bool = boolean()
+    decay_after_reward: bool = boolean()
+    use_extr_rew: bool = boolean()
+    progress: bool = boolean()
 
 
 @dataclass(frozen=True)
 class EnvOptions:
     """``env_spec`` keys every game reads; each game checks its own (:meth:`Game.validate`)."""
 
-    length: int = _int(1)
-    dying: bool = _bool()
-    use_language_state: bool = _bool()
-    check_ac_success: bool = _bool()
-    threshold: float = _key("a cosine similarity in [-1, 1]",
-                            lambda v: _is_num(v) and -1 <= v <= 1)
-    max_seq_len: int = _key("an integer in [1, 256] (two texts share the sentence model's 512 "
-                            "positions)", lambda v: _is_int(v) and 1 <= v <= 256)
+    length: int = integer(1)
+    dying: bool = boolean()
+    use_language_state: bool = boolean()
+    check_ac_success: bool = boolean()
+    threshold: float = valid("a cosine similarity in [-1, 1]",
+                            lambda v: is_num(v) and -1 <= v <= 1)
+    max_seq_len: int = valid("an integer in [1, 256] (two texts share the sentence model's 512 "
+                            "positions)", lambda v: is_int(v) and 1 <= v <= 256)
 
 
 @dataclass(frozen=True)
@@ -157,22 +109,22 @@ class AgentOptions:
     """The ``agent`` keys of ellm's DQN, which every agent class takes; checked for the config
     and again by the agent's constructor, for agents built in Python."""
 
-    lr: float = _key("a positive number", lambda v: _is_num(v) and v > 0)
-    use_image: bool = _bool()
-    use_goal: bool = _bool()
-    use_language_state: str | None = _one_of(None, "sbert")
-    goal_encoder_type: str = _one_of("sbert")
-    finetune_settings: str = _one_of("train_all", "linear", "critic")
-    other_model_prob: float = _prob()
-    update_every_steps: int = _int(1)
-    critic_target_update_every_steps: int = _int(1)
-    critic_target_tau: float = _key("a number in (0, 1]", lambda v: _is_num(v) and 0 < v <= 1)
-    train_eps_decay_steps: int = _int(0)
-    train_eps_min: float = _prob()
-    train_eps_max: float = _prob()
-    eval_eps: float = _prob()
-    hidden_dim: int = _int(1)
-    reinit_text_encoder: bool | str = _key(
+    lr: float = valid("a positive number", lambda v: is_num(v) and v > 0)
+    use_image: bool = boolean()
+    use_goal: bool = boolean()
+    use_language_state: str | None = one_of(None, "sbert")
+    goal_encoder_type: str = one_of("sbert")
+    finetune_settings: str = one_of("train_all", "linear", "critic")
+    other_model_prob: float = probability()
+    update_every_steps: int = integer(1)
+    critic_target_update_every_steps: int = integer(1)
+    critic_target_tau: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
+    train_eps_decay_steps: int = integer(0)
+    train_eps_min: float = probability()
+    train_eps_max: float = probability()
+    eval_eps: float = probability()
+    hidden_dim: int = integer(1)
+    reinit_text_encoder: bool | str = valid(
         "true, false or auto", lambda v: isinstance(v, bool) or v == "auto")
 
 

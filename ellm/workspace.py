@@ -39,11 +39,12 @@ from ellm.config import (
 )
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, paper_gray84, to_gray84
+from ellm.games import EpisodeCounted
 from ellm.inputs import AgentInputs
 from ellm.logger import Logger
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.timing import Progress, Timer
-from text_crafter import StatsWriter, achievements_unlocked
+from text_crafter import StatsWriter
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +255,6 @@ class Workspace:
         self.logger.log({
             "train/episode_reward": ep.reward,
             "train/episode_length": ep.length,
-            "train/achievements": achievements_unlocked(stats),
             "train/game_reward": stats["reward"],
             "train/episode": self.episode,
             "train/fps": ep.length / elapsed,
@@ -298,9 +298,9 @@ class Workspace:
 
     # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:
-        """The envs whose worlds follow (seed, episode number): Crafter's train and eval envs."""
+        """The envs whose worlds follow (seed, episode number), e.g. Crafter's."""
         envs = {"train": self.env, "eval": self.evaluator.env}
-        return {k: e for k, e in envs.items() if hasattr(e, "episode_count")}
+        return {k: e for k, e in envs.items() if isinstance(e, EpisodeCounted)}
 
     def save_snapshot(self) -> Path:
         meta = {

@@ -306,7 +306,7 @@ def test_housekeep_rearrangement_success(sweep, tmp_path):
     assert curve[0]["mean"] == pytest.approx([0.3, 0.6]) and curve[0]["n_runs"] == [2, 2]
     assert report.scores == []  # Housekeep runs have no Crafter score
     no_metric = build_report([bare], tmp_path / "out2")
-    assert "log no rearrangement-success metric" in no_metric.summary.read_text()
+    assert "runs log no `rearrange_success` metric" in no_metric.summary.read_text()
 
 
 def test_lm_counters_add_up_across_a_resume(tmp_path):
@@ -385,7 +385,8 @@ def test_cpu_preset_changes_only_budget_eval_and_epsilon():
 
 @pytest.mark.e2e
 def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_path):
-    from ellm.report.runs import is_housekeep, method_name
+    from ellm.games import GAMES
+    from ellm.report.runs import game_of, method_name
 
     for run in run_dirs(sweep):
         config = json.loads((run / "config.json").read_text())
@@ -393,7 +394,7 @@ def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_
         assert config["method"] in ("ellm-oracle", "novelty")
         old = {k: v for k, v in config.items() if k not in ("method", "game", "ellm_version")}
         assert method_name(old) == method_name(config) == method_of(run)
-        assert not is_housekeep(old) and not is_housekeep(config)
+        assert game_of(old) is game_of(config) is GAMES[0]
 
 
 @pytest.mark.e2e

@@ -8,7 +8,7 @@ report never ask which game they run. Adding one is a module plus a line in :dat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 from omegaconf import DictConfig
@@ -25,6 +25,10 @@ class Game(Protocol):
     name: str  # recorded as ``game`` in config.json and snapshots
     env_ids: tuple[str, ...]  # the ``env_spec.name`` values it answers to
     headline: tuple[str, str]  # (eval metric, its label) shown beside the progress bar
+    # What the report does with its runs:
+    label: str  # put before method names ("Housekeep: ELLM-oracle"); "" for none
+    scores_achievements: bool  # episodes carry Crafter's achievements: score table, success rates
+    progress_metric: tuple[str, str] | None  # (logged metric, figure title) plotted per method
 
     def validate(self, cfg: DictConfig) -> None:
         """Raise :class:`ConfigError` naming the key for any of its settings that cannot work."""
@@ -71,11 +75,24 @@ class Game(Protocol):
         """One line reporting an evaluation, for the log."""
 
 
+@runtime_checkable
+class EpisodeCounted(Protocol):
+    """An env whose worlds follow (seed, episode number). Snapshots store the count, so a resumed
+    run goes on to new worlds instead of replaying its first ones."""
+
+    episode_count: int
+
+
 GAMES: tuple[Game, ...] = (CrafterGame(), HousekeepGame())
 
 
 def env_names() -> list[str]:
     return [env_id for game in GAMES for env_id in game.env_ids]
+
+
+def game_named(name: Any) -> Game | None:
+    """The game recorded as ``game`` in a run's config.json, or None for an unknown name."""
+    return next((game for game in GAMES if game.name == name), None)
 
 
 def find_game(env_name: Any) -> Game:
@@ -86,4 +103,4 @@ def find_game(env_name: Any) -> Game:
     raise ConfigError(f"env_spec.name={env_name!r} is invalid: expected one of {env_names()}")
 
 
-__all__ = ["GAMES", "Game", "env_names", "find_game"]
+__all__ = ["GAMES", "EpisodeCounted", "Game", "env_names", "find_game", "game_named"]

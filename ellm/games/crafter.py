@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig
 
-from ellm.errors import ConfigError
 from ellm.goals import Goals, GoalSource, goal_text
 from ellm.lm import build_suggester
 from ellm.reward import SINGLE_TASKS, GoalReward, SingleTaskReward
+from ellm.schema import one_of, parse, valid
 from text_crafter import (
     ACTION_SPACES,
     EASIER_ACTIONS,
@@ -28,23 +29,26 @@ from text_crafter import (
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
 
 
+@dataclass(frozen=True)
+class CrafterOptions:
+    """The ``env_spec`` keys only Crafter reads (documented in config.yaml)."""
+
+    action_space_type: str = one_of(*ACTION_SPACES)
+    single_task: str | None = one_of(None, *SINGLE_TASKS)
+    single_goal_hierarchical: bool | str = valid(
+        "false, true or reward_last", lambda v: isinstance(v, bool) or v == "reward_last")
+
+
 class CrafterGame:
     name = "crafter"
     env_ids = tuple(ENV_SPECS)
     headline = ("eval/episode_reward", "achievements/episode")
+    label = ""
+    scores_achievements = True
+    progress_metric = None
 
     def validate(self, cfg: DictConfig) -> None:
-        spec = cfg.env_spec
-        if spec.action_space_type not in ACTION_SPACES:
-            raise ConfigError(f"env_spec.action_space_type={spec.action_space_type!r} is invalid:"
-                              f" expected one of {sorted(ACTION_SPACES)}")
-        if spec.single_task is not None and spec.single_task not in SINGLE_TASKS:
-            raise ConfigError(f"env_spec.single_task={spec.single_task!r} is invalid: expected "
-                              f"null or one of {list(SINGLE_TASKS)}")
-        if spec.single_goal_hierarchical not in (False, True, "reward_last"):
-            raise ConfigError(f"env_spec.single_goal_hierarchical="
-                              f"{spec.single_goal_hierarchical!r} is invalid: expected False, "
-                              "True or reward_last")
+        parse(CrafterOptions, cfg.env_spec, "env_spec.")
 
     def make_env(self, cfg: DictConfig, seed: int):
         spec = cfg.env_spec
@@ -90,7 +94,7 @@ class CrafterGame:
         return goal_text(goals, paper_setting=self.paper_setting(cfg))
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
-        return {}
+        return {"train/achievements": achievements_unlocked(stats)}
 
     def eval_metrics(self, episodes: Sequence[Mapping[str, float]],
                      goals: Sequence[Goals]) -> dict[str, float]:

@@ -5,6 +5,7 @@ docs/housekeep.md). The method on top of it (yes/no questions, goals, reward) is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.errors import ConfigError
 from ellm.goals import Goals, goal_text
 from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_suggester
+from ellm.schema import integer, is_int, one_of, parse, valid
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
@@ -31,10 +33,23 @@ def _data_dir(spec: DictConfig) -> Path | None:
     return None if spec.housekeep_data in (None, "") else Path(str(spec.housekeep_data))
 
 
+@dataclass(frozen=True)
+class HousekeepOptions:
+    """The ``env_spec`` keys only Housekeep reads (documented in config.yaml)."""
+
+    housekeep_action_mode: str = one_of(*ACTION_MODES)
+    housekeep_backend: str = one_of(*BACKENDS)
+    housekeep_length: int = integer(1)
+    housekeep_ep_num: int = valid("an integer", is_int)
+
+
 class HousekeepGame:
     name = "housekeep"
     env_ids = tuple(ENV_VERSIONS)
     headline = ("housekeep/rearrange_success", "rearrange success")
+    label = "Housekeep"
+    scores_achievements = False
+    progress_metric = ("rearrange_success", "Housekeep: rearrangement success")
 
     def validate(self, cfg: DictConfig) -> None:
         spec = cfg.env_spec
@@ -42,18 +57,9 @@ class HousekeepGame:
         def bad(key: str, why: str) -> ConfigError:
             return ConfigError(f"env_spec.{key}={OmegaConf.select(spec, key)!r} is invalid: {why}")
 
-        if spec.housekeep_action_mode not in ACTION_MODES:
-            raise bad("housekeep_action_mode", f"expected one of {', '.join(ACTION_MODES)}")
-        if spec.housekeep_backend not in BACKENDS:
-            raise bad("housekeep_backend", f"expected one of {', '.join(BACKENDS)}")
+        parse(HousekeepOptions, spec, "env_spec.")
         if spec.housekeep_backend == "habitat" and spec.housekeep_action_mode != "lowlevel":
             raise bad("housekeep_action_mode", "the habitat backend has only the lowlevel actions")
-        length = spec.housekeep_length
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise bad("housekeep_length", "expected an integer >= 1")
-        ep_num = spec.housekeep_ep_num
-        if isinstance(ep_num, bool) or not isinstance(ep_num, int):
-            raise bad("housekeep_ep_num", "expected an integer")
         if spec.single_task is not None:
             raise bad("single_task", "single-task finetuning exists only for Crafter; Housekeep "
                       "finetunes with the oracle's rewards (lm_class=SimpleOracle)")
@@ -69,7 +75,7 @@ class HousekeepGame:
             count = episode_count(spec.housekeep_task, _data_dir(spec))
         except HousekeepDataError as err:
             raise ConfigError(str(err)) from None
-        if not 0 <= ep_num < count:
+        if not 0 <= spec.housekeep_ep_num < count:
             raise bad("housekeep_ep_num", f"scene {spec.housekeep_task} has {count} episodes "
                       f"(0..{count - 1})")
 

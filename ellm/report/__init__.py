@@ -10,7 +10,8 @@ sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
   against frames, one line per method (mean over runs, shaded +- std);
 - ``success_rates_eval.png`` / ``success_rates_train.png``: per-achievement success rates,
   methods side by side;
-- ``housekeep_rearrange_success.png`` when Housekeep runs log rearrangement success;
+- ``<game>_<metric>.png`` for a game with its own progress metric (Housekeep:
+  ``housekeep_rearrange_success.png``), when its runs log it;
 - ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
   tables.
 
@@ -24,15 +25,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ellm.games import GAMES
 from ellm.report.aggregate import (
     LMUsage,
     MethodScores,
     curves,
     eval_achievements,
     lm_usage,
+    metric_curve,
+    metric_key,
     pooling_warnings,
-    rearrange_key,
-    rearrange_success,
     scores,
     train_achievements,
 )
@@ -75,8 +77,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(runs=runs, out=out, last_evals=last_evals)
-    crafter = [r for r in runs if r.has_data and not r.housekeep]
-    housekeep = [r for r in runs if r.has_data and r.housekeep]
+    crafter = [r for r in runs if r.has_data and r.game.scores_achievements]
     report.scores = scores(crafter, last_evals)
     report.warnings = pooling_warnings(runs)
     report.lm = lm_usage(runs)
@@ -88,10 +89,15 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
         "achievements_train": (curves(crafter, train_achievements(bin_frames)),
                                "Achievements unlocked per training episode",
                                "achievements / episode"),
-        "housekeep_rearrange_success": (
-            curves(housekeep, rearrange_success), "Housekeep: rearrangement success",
-            " / ".join(sorted({k for k in map(rearrange_key, housekeep) if k}))),
     }
+    for game in GAMES:
+        if game.progress_metric is None:
+            continue
+        metric, title = game.progress_metric
+        played = [r for r in runs if r.has_data and r.game is game]
+        lines[f"{game.name}_{metric}"] = (
+            curves(played, metric_curve(metric)), title,
+            " / ".join(sorted({k for r in played if (k := metric_key(r, metric))})))
     for name, (series, title, ylabel) in lines.items():
         if series:
             report.figures[name] = line_figure(out / f"{name}.png", series, title, ylabel)

@@ -246,26 +246,28 @@ def lm_usage(runs: Sequence[Run]) -> list[LMUsage]:
     return out
 
 
-# ---------------------------------------------------------------------------------- Housekeep
-REARRANGE_KEY = "rearrange_success"
-_NAMESPACE_ORDER = ("eval", "housekeep", "train")
-
-
-def rearrange_key(run: Run) -> str | None:
-    """The logged ``<namespace>/rearrange_success`` column of a run (eval, then housekeep, then
-    train namespace; an exact name before one that merely contains it); None if it logs none."""
-    spaces = sorted(run.csvs, key=lambda ns: (_NAMESPACE_ORDER + (ns,)).index(ns))
+# ---------------------------------------------------------------- a game's own progress metric
+def metric_key(run: Run, metric: str) -> str | None:
+    """The logged ``<namespace>/<metric>`` column of a run (eval namespace first, then the
+    game's own, then train; an exact name before one that merely contains it); None if none."""
+    order = ("eval", run.game.name, "train")
+    spaces = sorted(run.csvs, key=lambda ns: (order + (ns,)).index(ns))
     columns = [(ns, key) for ns in spaces for key in dict.fromkeys(k for r in run.csvs[ns] for k in r)]
     for exact in (True, False):
         for ns, key in columns:
-            if key == REARRANGE_KEY if exact else REARRANGE_KEY in key:
+            if key == metric if exact else metric in key:
                 return f"{ns}/{key}"
     return None
 
 
-def rearrange_success(run: Run) -> Points:
-    key = rearrange_key(run)
-    if key is None:
-        return {}
-    ns, _, name = key.partition("/")
-    return {int(r["frame"]): r[name] for r in run.csvs[ns] if name in r}
+def metric_curve(metric: str) -> Callable[[Run], Points]:
+    """A run's points of ``metric`` (see :func:`metric_key`), for :func:`curves`."""
+
+    def points(run: Run) -> Points:
+        key = metric_key(run, metric)
+        if key is None:
+            return {}
+        ns, _, name = key.partition("/")
+        return {int(r["frame"]): r[name] for r in run.csvs[ns] if name in r}
+
+    return points

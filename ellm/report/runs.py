@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ellm.errors import ConfigError
+from ellm.games import GAMES, Game, find_game, game_named
 from text_crafter import load_stats
 
 # Files any version of train.py writes into a run directory early on.
@@ -78,10 +80,16 @@ def cfg_get(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def is_housekeep(config: Mapping[str, Any]) -> bool:
-    if "game" in config:
-        return config["game"] == "housekeep"
-    return "housekeep" in str(cfg_get(config, "env_spec.name")).lower()
+def game_of(config: Mapping[str, Any]) -> Game:
+    """The game a run ran on: as recorded (``game``), else (older runs) from its env name; an
+    unknown name is read as the default game, Crafter."""
+    game = game_named(config.get("game")) if "game" in config else None
+    if game is None:
+        try:
+            game = find_game(cfg_get(config, "env_spec.name"))
+        except ConfigError:
+            game = GAMES[0]
+    return game
 
 
 def is_random(config: Mapping[str, Any]) -> bool:
@@ -129,8 +137,8 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name = _lm_method(config)
     if name not in (RANDOM, EXTRINSIC) and cfg_get(config, "use_extr_rew"):
         name += " + extrinsic"
-    if config and is_housekeep(config):
-        name = f"Housekeep: {name}"
+    if config and game_of(config).label:
+        name = f"{game_of(config).label}: {name}"
     task = cfg_get(config, "env_spec.single_task") if config else None
     if task:
         name += f" [{task}]"
@@ -203,8 +211,8 @@ class Run:
         return int(seed) if _num(seed) is not None else None
 
     @property
-    def housekeep(self) -> bool:
-        return bool(self.config) and is_housekeep(self.config)
+    def game(self) -> Game:
+        return game_of(self.config)
 
     @property
     def uses_lm(self) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ellm.games import GAMES
 from ellm.report.aggregate import LMUsage, MethodScores
 from ellm.report.runs import Run
 
@@ -126,14 +127,17 @@ def render(report: Report) -> str:
                 ("Counts are summed over the runs of a method and divided by their frames; the "
                  "cache hit rate is cache hits / LM queries."), ""]
 
-    housekeep = [r for r in with_data if r.housekeep]
-    if housekeep:
-        out += ["## Housekeep: rearrangement success", ""]
-        if "housekeep_rearrange_success" in report.figures:
-            out += ["![rearrangement success](housekeep_rearrange_success.png)", ""]
+    for game in GAMES:
+        if game.progress_metric is None or not any(r.game is game for r in with_data):
+            continue
+        metric, title = game.progress_metric
+        figure = f"{game.name}_{metric}"
+        out += [f"## {title}", ""]
+        if figure in report.figures:
+            out += [f"![{title}]({figure}.png)", ""]
         else:
-            out += [("The Housekeep runs log no rearrangement-success metric "
-                     "(looked for a `*rearrange_success` column in every CSV) yet."), ""]
+            out += [(f"The {game.label or game.name} runs log no `{metric}` metric (looked for "
+                     f"a `*{metric}` column in every CSV) yet."), ""]
 
     out += ["## Notes", "", GLOSSARY]
     empty = [r for r in runs if not r.has_data]
