@@ -109,6 +109,7 @@ def test_killed_writer_leaves_a_sound_cache(tmp_path):
     assert put(AnswerCache(tmp_path), "after crash", "fine").text == "fine"
 
 
+@pytest.mark.e2e
 def test_import_original_cache_and_replay_it(tmp_path, capsys):
     template = "Scenes and goals.\n{state} What now?\n"
     state = TextState("You see tree.", "You have in your inventory wood.")

@@ -8,14 +8,11 @@ every retry gets no goals, the error is counted in the logs and training goes on
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import csv_rows
+from conftest import csv_rows, run_train
 
 try:
     from tests.openai_test_server import OpenAITestServer, Reply
@@ -55,8 +52,6 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(ser
         return Reply.bullets("chop tree", "drink water")
 
     server.responder = responder
-    env = {**os.environ, **SECRETS, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "ELLM_CACHE_DIR": str(tmp_path / "lm_cache")}
     overrides = [
         "exp_name=LMRUN", "use_goal=True", "env_spec.use_sbert=True",
         "use_language_state=sbert", "use_tb=True",
@@ -68,9 +63,7 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(ser
         "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
         "batch_size=8", "progress=false",
     ]
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=400, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = run_train(tmp_path, *overrides, extra_env=SECRETS)
     (run,) = tmp_path.glob("exp_local/*/LMRUN_*")
 
     # Training went on to the end, and evaluated.

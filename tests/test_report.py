@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import crafter
 import pytest
+from conftest import run_train, train_env
 
 from ellm.report import NotARunDir, build_report, load_runs, method_name
 from ellm.report.aggregate import lm_totals
@@ -28,23 +28,13 @@ TINY = ["num_train_frames=40", "num_seed_frames=40", "eval_every_frames=20",
 METHODS = {"SimpleOracle": "ELLM-oracle", "BaselineModel": "Novelty"}
 
 
-def _env(cwd: Path) -> dict[str, str]:
-    # One torch thread: on a busy CPU, spinning worker threads cost more than they save.
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "WANDB_MODE": "offline", "ELLM_CACHE_DIR": str(cwd / "lm_cache"),
-            "OMP_NUM_THREADS": "1"}
-
-
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     """One multirun (one process, so imports are paid once): oracle ELLM and Novelty x 2 seeds."""
     cwd = tmp_path_factory.mktemp("sweep")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-m", "env_spec.use_sbert=True", "use_goal=True",
-         "use_language_state=sbert", "env_spec.lm_spec.lm_class=SimpleOracle,BaselineModel",
-         "seed=1,2", "exp_name=SWEEP", *TINY],
-        cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=500, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_train(cwd, "-m", "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+              "env_spec.lm_spec.lm_class=SimpleOracle,BaselineModel", "seed=1,2",
+              "exp_name=SWEEP", *TINY, timeout=500)
     (found,) = sorted(cwd.glob("exp_local/*/SWEEP_*"))
     return found
 
@@ -430,7 +420,7 @@ def test_pooling_that_could_mislead_is_warned_about_and_experiments_can_be_kept_
 def test_out_defaults_to_a_report_dir_inside_the_one_path(sweep, tmp_path):
     run = copy_run(run_dirs(sweep)[0], tmp_path / "run")
     proc = subprocess.run([sys.executable, "-m", "ellm.report", str(run)], cwd=tmp_path,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=300,
+                          env=train_env(tmp_path), capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert (run / "report" / "report.md").is_file()
