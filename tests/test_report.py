@@ -125,6 +125,9 @@ def test_score_table_matches_the_stats_files(sweep, tmp_path):
     assert {s["method"]: s["n_runs"] for s in bars["series"]} == {"ELLM-oracle": 2, "Novelty": 2}
     summary = (tmp_path / "report.md").read_text()
     assert "| ELLM-oracle | 1, 2 | 40 | 40 |" in summary
+    assert "`--bin-frames N` gives finer bins" in summary  # how to get finer training curves
+    # Curves of a few evaluations show their points, not only straight lines between them.
+    assert {s["marker"] for s in figure(tmp_path, "achievements_eval")["series"]} == {"o"}
     assert "success_rates_eval.png" in summary and "achievements_eval.png" in summary
 
 

@@ -34,10 +34,12 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) ->
     """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    markers = []
     for curve in curves:
         x = np.asarray(curve.frames, dtype=float)
         mean, std = np.asarray(curve.mean), np.asarray(curve.std)
-        line, = ax.plot(x, mean, marker="o" if len(x) < 30 else None, markersize=5,
+        markers.append("o" if len(x) < 30 else None)  # few points: show each, not just a line
+        line, = ax.plot(x, mean, marker=markers[-1], markersize=5,
                         label=f"{curve.method} (n={len(curve.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("frames")
@@ -45,7 +47,7 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) ->
     return _save(fig, ax, path, title, ylabel, bool(curves), {
         "title": title, "xlabel": "frames", "ylabel": ylabel,
         "spread": "mean +- std over runs (ddof=0)",
-        "series": [c.as_dict() for c in curves]})
+        "series": [{**c.as_dict(), "marker": m} for c, m in zip(curves, markers)]})
 
 
 def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mapping[str, float]],
