@@ -23,6 +23,7 @@ from text_crafter import actions as acts
 from text_crafter import captions
 from text_crafter.rules import V1_PLACE_USES
 
+WAIT: Final = "do nothing"
 MOVES: Final = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 WALKABLE: Final = frozenset(constants.walkable)
 # The action that brings one more of an item.
@@ -149,7 +150,7 @@ class Guide:
         if upstream == "sleep":
             if inv["energy"] < constants.items["energy"]["max"]:
                 return Advice(wanted, step, step, "you are tired")
-            return Advice(wanted, step, acts.VERB_ONLY[0],
+            return Advice(wanted, step, WAIT,
                           "you are not tired yet: sleep works once your energy drops")
         if upstream.startswith("place_"):
             return self._place(wanted, step, upstream.removeprefix("place_"), depth)
@@ -199,7 +200,7 @@ class Guide:
         if ripe:
             return self._face(wanted, step, lambda c: self._is_plant(c, ripe=True), "a ripe plant")
         if any(self._is_plant(c, ripe=False) for c in self.view_cells()):
-            return Advice(wanted, step, acts.VERB_ONLY[0],
+            return Advice(wanted, step, WAIT,
                           "your plant is not ripe yet: wait by it (zombies and cows eat plants)")
         if self.player.inventory["sapling"] < 1:
             return self._plan(wanted, "chop grass", 1)
