@@ -9,7 +9,8 @@
 - :class:`SingleTaskReward` (finetuning, ``env_spec.single_task``): the goal shown is the task;
   the reward is 1 when the executed action is the task (or its synonym) and was effective.
   With ``single_goal_hierarchical`` the goal shown walks the task's prerequisite chain
-  (:data:`TASK_CHAINS`); ``True`` pays every subtask, ``"reward_last"`` only the task itself.
+  (:data:`TASK_CHAINS`, game data of :mod:`text_crafter.tasks`); ``True`` pays every subtask,
+  ``"reward_last"`` only the task itself.
 
 The success gate (v1: plausible, v2: effective success) is applied by the environment, which
 only writes a transition caption when the gate passes; the Novelty baseline and
@@ -23,7 +24,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from text_crafter import GOOD_ACTIONS, SYNONYMS, same_action
+from text_crafter import SYNONYMS, same_action
+from text_crafter.tasks import (  # re-exported: the chains are game data
+    CUSTOM_TASK_CHAINS,
+    CUSTOM_TASKS,
+    SINGLE_TASKS,
+    TASK_CHAINS,
+)
+
+__all__ = ["CUSTOM_TASKS", "CUSTOM_TASK_CHAINS", "SINGLE_TASKS", "SURVIVAL_REWARD", "TASK_CHAINS",
+           "GoalReward", "SingleTaskReward"]
 
 
 class Embedder(Protocol):
@@ -52,49 +62,6 @@ class GoalReward:
         return 0.0, None
 
 
-# Prerequisite chains for single-task finetuning with single_goal_hierarchical (ELLM.md §4).
-_TABLE = ("chop tree", "chop tree", "place crafting table")
-_WOOD_PICKAXE = (*_TABLE, "make wood pickaxe")
-_STONE_PICKAXE = (*_WOOD_PICKAXE, "mine stone", "make stone pickaxe")
-_IRON_TOOLS = (*_STONE_PICKAXE, "mine stone", "place furnace", "mine coal", "mine iron")
-
-# The subtasks shown one after the other with single_goal_hierarchical, as the original has
-# them (a goal missing here is its own chain). Two trees before the table: one for the table
-# (the v1 cost), one for the first tool.
-TASK_CHAINS: dict[str, tuple[str, ...]] = {
-    "eat plant": ("chop grass", "place plant", "eat plant"),
-    "place plant": ("chop grass", "place plant"),
-    "place crafting table": ("chop tree", "place crafting table"),
-    "make wood pickaxe": _WOOD_PICKAXE,
-    "make wood sword": (*_TABLE, "make wood sword"),
-    "mine stone": (*_WOOD_PICKAXE, "mine stone"),
-    "mine coal": (*_WOOD_PICKAXE, "mine coal"),
-    "place stone": (*_WOOD_PICKAXE, "mine stone", "place stone"),
-    "place furnace": (*_WOOD_PICKAXE, "mine stone", "mine stone", "mine stone", "mine stone",
-                      "place furnace"),
-    "make stone pickaxe": _STONE_PICKAXE,
-    "make stone sword": (*_WOOD_PICKAXE, "mine stone", "make stone sword"),
-    "mine iron": (*_STONE_PICKAXE, "mine iron"),
-    "make iron pickaxe": (*_IRON_TOOLS, "make iron pickaxe"),
-    "make iron sword": (*_IRON_TOOLS, "make iron sword"),
-    "mine diamond": (*_IRON_TOOLS, "make iron pickaxe", "mine diamond"),
-}
-
-# The original's custom single tasks: their chains, and how each is paid (SingleTaskReward).
-CUSTOM_TASK_CHAINS: dict[str, tuple[str, ...]] = {
-    "plant row": ("chop grass", "place plant", "chop grass", "plant grass"),
-    "make workshop": ("chop tree", "place crafting table", "chop tree", "place crafting table"),
-    "chop grass with wood pickaxe": (*_WOOD_PICKAXE, "chop grass with wood pickaxe"),
-    "survival": ("survival",),
-    "vegetarianism": ("drink water", "chop grass"),
-    "deforestation": ("chop tree",) * 5,
-    "work and sleep": ("chop tree", "sleep", "place crafting table"),
-    "gardening": ("chop grass", "chop tree", "place plant"),
-    "wilderness survival": ("sleep", "chop grass", "attack zombie"),
-}
-CUSTOM_TASKS = tuple(CUSTOM_TASK_CHAINS)
-TASK_CHAINS.update(CUSTOM_TASK_CHAINS)
-SINGLE_TASKS = (*GOOD_ACTIONS, *CUSTOM_TASKS)  # what env_spec.single_task may name
 SURVIVAL_REWARD = 0.05  # paid every step of "survival", whatever the agent does
 # Neighbours that count for "plant row" and "make workshop": the original skipped the offsets
 # with dx == dy (the cell itself and one diagonal), so the other diagonal counts.

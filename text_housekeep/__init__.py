@@ -13,7 +13,8 @@ This package's data, backend and bridge modules stay importable on Python 3.8 (t
 interpreter); only :mod:`text_housekeep.env` needs gymnasium. Where gymnasium is installed, the
 package registers the gymnasium ids ``Housekeep-v1`` and ``Housekeep-v2``
 (``gymnasium.make("Housekeep-v1", task=..., ep_num=...)`` takes :func:`make`'s arguments) and
-exports the names the training loop uses.
+the language-feedback environment ``llf-housekeep-v0`` (:mod:`text_housekeep.llf`, docs/llf.md),
+and exports the names the training loop uses.
 """
 
 from __future__ import annotations
@@ -96,5 +97,10 @@ if _gym is not None:
         if _env_id not in _gym.registry:
             _gym.register(id=_env_id, entry_point="text_housekeep:make",
                           kwargs={"version": ENV_VERSIONS[_env_id]})
-    __all__ += ["ENV_ID", "ENV_VERSIONS", "GYM_IDS", "STAT_KEYS", "HousekeepTextEnv",
-                "HousekeepView"]
+    LLF_ENV_ID = "llf-housekeep-v0"  # the language-feedback environment (text_housekeep.llf)
+    if LLF_ENV_ID not in _gym.registry:
+        # Text actions and None fields are the LLF contract, not gymnasium's checks'.
+        _gym.register(id=LLF_ENV_ID, entry_point="text_housekeep.llf:HousekeepLLFEnv",
+                      disable_env_checker=True, order_enforce=False)
+    __all__ += ["ENV_ID", "ENV_VERSIONS", "GYM_IDS", "LLF_ENV_ID", "STAT_KEYS",
+                "HousekeepTextEnv", "HousekeepView"]

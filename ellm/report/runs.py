@@ -1,6 +1,7 @@
 """Finding run directories, reading what they hold, and naming their method.
 
-A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``): ``config.json``
+A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``; ``python
+llf_run.py`` writes the same files for a policy that plays without training): ``config.json``
 (the resolved config), one CSV per metric namespace (``train.csv``, ``eval.csv``, ``lm.csv``,
 ...; cumulative counters in ``lm.csv``), Crafter's ``train/stats.jsonl`` and
 ``eval/stats.jsonl`` (one episode per line, with the ``frame`` it ended at), ``snapshot.pt`` and
@@ -63,6 +64,8 @@ EXTRINSIC = "Extrinsic reward"
 METHOD_LABELS: dict[str, str] = {
     "ellm-oracle": "ELLM-oracle", "ellm-dummy": "ELLM-dummy-LM", "novelty": "Novelty",
     "rnd": "RND", "noveld": "NovelD", "apt": "APT", "extrinsic": EXTRINSIC, "random": RANDOM,
+    # Language-feedback runs (llf_run.py): a policy that plays, never trained.
+    "scripted-policy": "Scripted policy (follows fp)", "random-policy": "Random policy (text)",
 }
 
 
@@ -110,7 +113,8 @@ def baseline(config: Mapping[str, Any]) -> str | None:
 def uses_lm(config: Mapping[str, Any]) -> bool:
     """True when the LM suggester's goals drive the reward (ELLM runs and the Novelty baseline)."""
     if "method" in config:
-        return str(config["method"]).startswith("ellm-") or config["method"] == "novelty"
+        return (str(config["method"]).startswith("ellm-")
+                or config["method"] in ("novelty", "llm-policy"))
     return not (is_random(config) or baseline(config) is not None
                 or cfg_get(config, "env_spec.name") == "CrafterReward-v1")
 
@@ -151,6 +155,9 @@ def _recorded_method(config: Mapping[str, Any]) -> str:
     method = str(config["method"])
     if method == "ellm-llm":
         name = f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
+    elif method == "llm-policy":
+        name = (f"LLM policy {cfg_get(config, 'env_spec.lm_spec.lm')}, feedback "
+                f"{cfg_get(config, 'env_spec.feedback_type')}")
     else:
         name = METHOD_LABELS.get(method, method)
     if method in ("rnd", "noveld", "apt") and cfg_get(config, "agent.use_language"):
@@ -238,6 +245,8 @@ class Run:
     def status(self) -> str:
         if not self.has_data:
             return "no data yet"
+        if self.target_frames == 0:  # a policy that plays without training (llf_run.py)
+            return f"evaluation only ({self.frames:,} env steps)"
         done = f"{self.frames:,} / {self.target_frames:,} frames"
         if not self.eval_episodes and not self.csvs.get("eval"):
             return f"in progress, no evaluation yet ({done})"

@@ -1,0 +1,231 @@
+"""The language-feedback environments keep LLF-Bench's contract (docs/llf.md)."""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium as gym
+import pytest
+
+import text_crafter
+import text_housekeep
+from text_crafter.llf_base import FEEDBACK_TYPES, NO_OP, feedback_kinds, normalise_action
+
+CRAFTER, HOUSEKEEP = text_crafter.LLF_ENV_ID, text_housekeep.LLF_ENV_ID
+KEYS = {"observation", "instruction", "feedback"}
+
+
+def make(env_id: str, **kwargs):
+    if env_id == HOUSEKEEP:
+        kwargs.setdefault("ep_num", 0)
+    return gym.make(env_id, **kwargs)
+
+
+def advised(feedback: str | None, actions) -> str:
+    """The action fp feedback advises: its last quoted valid action."""
+    quoted = [a for a in re.findall(r'"([^"]+)"', feedback or "") if a in actions]
+    return quoted[-1] if quoted else NO_OP
+
+
+def follow(env, obs, steps: int):
+    """Follow the fp advice for up to ``steps`` steps; the last step's return."""
+    for _ in range(steps):
+        out = env.step(advised(obs["feedback"], env.unwrapped.actions))
+        obs = out[0]
+        if out[2] or out[3]:
+            break
+    return out
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_registered_and_keeps_the_contract(env_id):
+    assert env_id in gym.registry
+    env = make(env_id)
+    obs, info = env.reset(seed=0)
+    assert set(obs) == KEYS
+    assert isinstance(obs["observation"], str) and obs["observation"]
+    assert isinstance(obs["instruction"], str) and obs["instruction"]
+    assert obs["feedback"] is None and info["success"] is False
+    obs, reward, terminated, truncated, info = env.step(NO_OP)
+    assert set(obs) == KEYS and obs["instruction"] is None
+    assert isinstance(obs["observation"], str) and isinstance(obs["feedback"], str)
+    assert isinstance(reward, float)
+    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+    assert info["success"] is False and info["valid_action"] is True
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_bad_arguments_name_the_valid_values(env_id):
+    with pytest.raises(ValueError, match="instruction_type='x' is invalid: expected one of b, p, c"):
+        make(env_id, instruction_type="x")
+    with pytest.raises(ValueError, match="feedback_type='hq' is invalid"):
+        make(env_id, feedback_type="hq")
+
+
+def test_bad_task_and_episode_are_refused():
+    with pytest.raises(ValueError, match="task='fly to the moon' is invalid"):
+        gym.make(CRAFTER, task="fly to the moon")
+    with pytest.raises(ValueError, match="ep_num=100000 is invalid"):
+        gym.make(HOUSEKEEP, ep_num=100000)
+
+
+def test_feedback_types():
+    assert feedback_kinds("a") == feedback_kinds("m") == ("r", "hp", "hn", "fp", "fn")
+    assert feedback_kinds("n") == ()
+    assert feedback_kinds(["fp", "hn"]) == ("fp", "hn")
+    assert set(FEEDBACK_TYPES) == {"r", "hp", "hn", "fp", "fn", "a", "m", "n"}
+    assert normalise_action('  "Chop   Tree."  ') == "chop tree"
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_step_before_reset_and_after_the_end_raise_clearly(env_id):
+    env = make(env_id, length=2)
+    with pytest.raises(RuntimeError, match=r"before reset\(\)"):
+        env.step(NO_OP)
+    env.reset(seed=1)
+    env.step(NO_OP)
+    *_, truncated, _ = env.step(NO_OP)
+    assert truncated
+    with pytest.raises(RuntimeError, match=r"after the episode ended"):
+        env.step(NO_OP)
+    obs, _ = env.reset(seed=1)  # a new episode starts normally
+    assert obs["feedback"] is None
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+@pytest.mark.parametrize("action", ["fly away", "", 42, None, "pick the moon"])
+def test_an_unusable_action_gets_hn_feedback_and_a_no_op(env_id, action):
+    env = make(env_id, feedback_type="hn")
+    env.reset(seed=2)
+    out = env.step(action)
+    assert "is not an action, so nothing was done" in out[0]["feedback"]
+    assert out[-1]["valid_action"] is False and out[-1]["action"] == NO_OP
+    reference = make(env_id, feedback_type="hn")
+    reference.reset(seed=2)
+    assert out[0]["observation"] == reference.step(NO_OP)[0]["observation"]
+
+
+def test_crafter_feedback_per_type():
+    def first_steps(feedback_type, actions, task="make wood pickaxe"):
+        env = make(CRAFTER, task=task, feedback_type=feedback_type)
+        env.reset(seed=3)
+        return env, [env.step(a)[0]["feedback"] for a in actions]
+
+    actions = ["chop tree", "move left", "move left", "move left", "move left", "chop tree"]
+    _, none = first_steps("n", actions)
+    assert none == [None] * len(actions)
+    _, r = first_steps("r", actions)
+    assert all(t == "You received no reward." for t in r)
+    _, hn = first_steps("hn", actions)
+    assert hn[0] == '"chop tree" had no effect: you face grass, not a tree.'
+    _, hp = first_steps("hp", actions)
+    assert hp[-1] == "You unlocked collect wood. You got 1 wood."
+    env, fp = first_steps("fp", actions[:1])
+    assert fp[0].startswith('Next step: "chop tree"; a tree is ')
+    assert advised(fp[0], env.unwrapped.actions).startswith("move ")
+    _, everything = first_steps("a", actions)
+    assert everything[-1].startswith("You received no reward. You unlocked collect wood.")
+    assert 'Next step: "chop tree"' in everything[-1]
+    # "m": one kind of the step's feedback, drawn at random.
+    _, mixed = first_steps("m", actions[:1])
+    parts = [r[0], hn[0], fp[0]]
+    assert mixed[0] in parts
+
+
+def test_crafter_warns_of_hazards_and_low_needs():
+    env = make(CRAFTER, feedback_type="fn")
+    env.reset(seed=3)
+    env.unwrapped.player.inventory["food"] = 2
+    feedback = env.step(NO_OP)[0]["feedback"]
+    assert "Your food is low (2/9)" in feedback
+
+
+def test_following_fp_solves_a_crafter_task_and_pays_only_then():
+    env = make(CRAFTER, task="make wood pickaxe", feedback_type="fp")
+    obs, _ = env.reset(seed=3)
+    obs, reward, terminated, truncated, info = follow(env, obs, 100)
+    assert terminated and not truncated and info["success"]
+    assert reward == 1.0
+    stats = info["episode_stats"]
+    assert stats["achievement_make_wood_pickaxe"] == 1 and stats["length"] < 100
+
+
+def test_the_open_task_pays_one_per_new_achievement():
+    env = make(CRAFTER, feedback_type="fp")
+    obs, _ = env.reset(seed=3)
+    assert "unlock as many achievements as you can" in obs["instruction"]
+    total = 0.0
+    for _ in range(30):
+        obs, reward, *_, info = env.step(advised(obs["feedback"], env.unwrapped.actions))
+        total += reward
+    unlocked = sum(1 for n in info["achievements"].values() if n)
+    assert total == unlocked >= 3 and not info["success"]
+
+
+def test_an_in_order_custom_task_counts_its_steps():
+    env = make(CRAFTER, task="deforestation", feedback_type="hp")
+    obs, _ = env.reset(seed=3)
+    for action in ["move left"] * 4 + ["chop tree"]:
+        obs, *_ = env.step(action)
+    assert obs["feedback"].startswith('"chop tree" completed step 1 of 5 of your task.')
+
+
+def test_survival_succeeds_when_the_time_runs_out_alive():
+    env = make(CRAFTER, task="survival", length=3)
+    env.reset(seed=0)
+    out = [env.step(NO_OP) for _ in range(3)][-1]
+    assert out[1] == 1.0 and out[2] and out[-1]["success"]
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_a_seed_replays_the_episode(env_id):
+    def play(seed):
+        env = make(env_id, instruction_type="p", feedback_type="m")
+        obs, _ = env.reset(seed=seed)
+        seen = [obs["instruction"], obs["observation"]]
+        for i in range(8):
+            obs, *_ = env.step(advised(obs["feedback"], env.unwrapped.actions) if i else NO_OP)
+            seen += [obs["observation"], obs["feedback"]]
+        return seen
+
+    assert play(5) == play(5)
+    assert play(5) != play(6)
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_instruction_types(env_id):
+    def instructions(kind):
+        env = make(env_id, instruction_type=kind)
+        return {env.reset(seed=s)[0]["instruction"] for s in range(8)}
+
+    basic = instructions("b")
+    assert len(basic) == 1
+    assert len(instructions("p")) > 1
+    (complete,) = instructions("c")
+    assert complete.startswith(next(iter(basic)))
+    extra = "Where each object belongs:" if env_id == HOUSEKEEP else "How the game works:"
+    assert extra in complete
+
+
+def test_housekeep_feedback_comes_from_the_ground_truth():
+    env = make(HOUSEKEEP, feedback_type="fp")
+    obs, _ = env.reset(seed=0)
+    _, reward, terminated, truncated, info = follow(env, obs, 100)
+    assert terminated and info["success"] and not truncated and reward == 1.0
+    assert info["episode_stats"]["rearrange_success"] == 1.0
+
+    env = make(HOUSEKEEP, feedback_type="a")
+    obs, _ = env.reset(seed=0)
+    truth = env.unwrapped.episode.correct
+    obs, *_ = env.step(NO_OP)
+    go = advised(re.sub(r"Do not.*", "", obs["feedback"]), env.unwrapped.actions)
+    assert go.startswith("go to ")
+    obs, *_ = env.step(go)
+    pick = advised(obs["feedback"].split("Do not")[0], env.unwrapped.actions)
+    obs, *_ = env.step(pick)
+    assert obs["feedback"].startswith("You received no reward. You picked up the ")
+    held = env.unwrapped.view.held
+    wrong = next(r for r in range(len(env.unwrapped.recs)) if r not in truth[held])
+    env.step(f"go to {env.unwrapped.recs[wrong]}")
+    obs, *_ = env.step("place")
+    assert f"does not belong on the {env.unwrapped.recs[wrong]}" in obs["feedback"]

@@ -1,0 +1,188 @@
+"""The language-feedback (LLF-Bench) environment contract, shared by Crafter's and Housekeep's
+language-feedback environments (``llf-crafter-v0``, ``llf-housekeep-v0``).
+
+Written from LLF-Bench's documentation (Cheng et al., 2023); no LLF-Bench code is used.
+
+- ``make(id, instruction_type=..., feedback_type=...)``;
+- ``reset(seed=, options=) -> (obs, info)`` with ``obs = {"observation": str, "instruction":
+  str, "feedback": None}``; ``step(action: str) -> (obs, reward, terminated, truncated, info)``
+  whose ``obs["instruction"]`` is None (the instruction comes with ``reset``) and whose
+  ``info["success"]`` says whether the task is solved. A missing field is None.
+- The reward is for evaluating an agent, never for the agent to learn from.
+- Instruction types: ``b`` basic, ``p`` paraphrased (one of several wordings, drawn at reset from
+  the env's seeded generator), ``c`` complete (the basic instruction plus what the agent would
+  otherwise have to learn from feedback).
+- Feedback types: ``r`` the reward in words, ``hp`` hindsight positive (what the last action
+  achieved), ``hn`` hindsight negative (what went wrong), ``fp`` future positive (what to do
+  next), ``fn`` future negative (what to avoid next); ``a`` all of them, ``m`` one of those that
+  have something to say, drawn at random each step, ``n`` none. A sequence of the five kinds
+  (``("hp", "fp")``) gives those kinds. The feedback is None when nothing selected applies.
+- Feedback names actions in double quotes (``"chop tree"``).
+- An action string that is not an action gets ``hn`` feedback and a no-op step, never an
+  exception; ``step`` before ``reset`` or after the episode's end raises RuntimeError.
+
+A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Final
+
+import gymnasium as gym
+
+INSTRUCTION_TYPES: Final = ("b", "p", "c")
+FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp", "fn")
+FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")
+NO_OP: Final = "do nothing"
+_TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
+
+
+@dataclass
+class Feedback:
+    """One step's feedback of every kind (None: nothing to say of that kind)."""
+
+    r: str | None = None
+    hp: str | None = None
+    hn: str | None = None
+    fp: str | None = None
+    fn: str | None = None
+
+    def add(self, kind: str, text: str | None) -> None:
+        """Append ``text`` to the feedback of ``kind``."""
+        if text:
+            old = getattr(self, kind)
+            setattr(self, kind, f"{old} {text}" if old else text)
+
+    def select(self, kinds: Sequence[str], pick_one: Any = None) -> str | None:
+        """The texts of ``kinds`` joined in the order r, hp, hn, fp, fn; with ``pick_one`` (a
+        numpy Generator) only one of those that have text, drawn at random."""
+        texts = [getattr(self, f.name) for f in fields(self) if f.name in kinds]
+        texts = [t for t in texts if t]
+        if pick_one is not None and texts:
+            texts = [texts[int(pick_one.integers(len(texts)))]]
+        return " ".join(texts) if texts else None
+
+
+@dataclass
+class Instructions:
+    """A task's instruction: the basic wording, its paraphrases and the complete version."""
+
+    basic: str
+    paraphrases: Sequence[str] = ()
+    complete: str = ""
+
+
+@dataclass
+class Outcome:
+    """What one game step did (the game fills it; the contract turns it into a step's return)."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool
+    feedback: Feedback
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
+    """The feedback kinds a ``feedback_type`` selects; ValueError naming the valid ones."""
+    if isinstance(feedback_type, str):
+        if feedback_type in FEEDBACK_KINDS:
+            return (feedback_type,)
+        if feedback_type in ("a", "m"):
+            return FEEDBACK_KINDS
+        if feedback_type == "n":
+            return ()
+    elif isinstance(feedback_type, Sequence) and feedback_type and all(
+            isinstance(k, str) and k in FEEDBACK_KINDS for k in feedback_type):
+        return tuple(dict.fromkeys(feedback_type))
+    raise ValueError(f"feedback_type={feedback_type!r} is invalid: expected one of "
+                     f"{', '.join(FEEDBACK_TYPES)} or a list of {', '.join(FEEDBACK_KINDS)}")
+
+
+def normalise_action(action: Any) -> str:
+    """Lower case, single spaces, surrounding quotes, backticks and final full stop removed."""
+    text = " ".join(str(action).lower().split())
+    return text.strip("\"'`").rstrip(".!").strip()
+
+
+class LanguageFeedbackEnv(gym.Env):
+    """The LLF-Bench contract (module docstring); a game implements the two hooks below.
+
+    ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    actions: tuple[str, ...] = (NO_OP,)
+
+    def __init__(self, instruction_type: str = "b", feedback_type: Any = "a"):
+        if instruction_type not in INSTRUCTION_TYPES:
+            raise ValueError(f"instruction_type={instruction_type!r} is invalid: expected one "
+                             f"of {', '.join(INSTRUCTION_TYPES)}")
+        self.instruction_type = instruction_type
+        self.feedback_type = feedback_type
+        self._kinds = feedback_kinds(feedback_type)
+        self.action_space = gym.spaces.Text(max_length=256, min_length=0,
+                                            charset=string.printable)
+        self.observation_space = gym.spaces.Dict(
+            {"observation": _TEXT, "instruction": _TEXT, "feedback": _TEXT})
+        self._started = False
+        self._over = False
+
+    # ---- hooks of a game ------------------------------------------------------------------
+    def _start(self, seed: int | None, options: dict | None) -> tuple[str, Instructions, dict]:
+        """Start an episode: (observation, the task's instructions, info)."""
+        raise NotImplementedError
+
+    def _play(self, action: str, invalid: str | None) -> Outcome:
+        """Play ``action`` (one of :attr:`actions`); ``invalid`` is the unusable string the
+        agent sent when ``action`` is the no-op standing in for it."""
+        raise NotImplementedError
+
+    # ---- the contract ---------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        observation, instructions, info = self._start(seed, options)
+        self._started, self._over = True, False
+        self.instruction = self._instruction(instructions)
+        info = {**info, "success": False}
+        return {"observation": observation, "instruction": self.instruction,
+                "feedback": None}, info
+
+    def step(self, action: str):
+        if not self._started:
+            raise RuntimeError(f"{type(self).__name__}.step() called before reset(): call "
+                               "reset() to start an episode")
+        if self._over:
+            raise RuntimeError(f"{type(self).__name__}.step() called after the episode ended "
+                               "(terminated or truncated): call reset() to start a new one")
+        name = normalise_action(action)
+        invalid = None if name in self.actions else str(action)
+        out = self._play(NO_OP if invalid is not None else name, invalid)
+        if invalid is not None:
+            shown = invalid if len(invalid) <= 60 else invalid[:57] + "..."
+            out.feedback.hn = (f"{shown!r} is not an action, so nothing was done. "
+                               "Answer with exactly one action of the instruction's list."
+                               + (f" {out.feedback.hn}" if out.feedback.hn else ""))
+        self._over = out.terminated or out.truncated
+        pick = self.np_random if self.feedback_type == "m" else None
+        obs = {"observation": out.observation, "instruction": None,
+               "feedback": out.feedback.select(self._kinds, pick)}
+        info = {**out.info, "success": out.success, "valid_action": invalid is None,
+                "action": NO_OP if invalid is not None else name}
+        return obs, float(out.reward), out.terminated, out.truncated, info
+
+    def _instruction(self, instructions: Instructions) -> str:
+        if self.instruction_type == "p" and instructions.paraphrases:
+            options = instructions.paraphrases
+            return options[int(self.np_random.integers(len(options)))]
+        if self.instruction_type == "c" and instructions.complete:
+            return instructions.complete
+        return instructions.basic
+
+    def render(self) -> None:
+        return None
