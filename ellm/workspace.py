@@ -163,20 +163,25 @@ class Workspace:
         cfg, timer, first_frame = self.cfg, Timer(), self.frame
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
                                  every=min(10_000, max(100, cfg.num_train_frames // 20)))
-        with logging_redirect_tqdm():  # log lines print above the progress bar
-            if self.frame == 0 < cfg.num_train_frames:
-                self._evaluate()  # the untrained agent, as the original evaluates at step 0
-            episode = self._start_episode()
-            while self.frame < cfg.num_train_frames:
-                episode, info, last = self._step(episode)
-                if self._should_update():
-                    self._update(episode)
-                if last:
-                    self._end_episode(episode, info)
-                    episode = self._start_episode()
-                if self._eval_due():
-                    self._evaluate()
-            self.progress.close()
+        try:
+            with logging_redirect_tqdm():  # log lines print above the progress bar
+                if self.frame == 0 < cfg.num_train_frames:
+                    self._evaluate()  # the untrained agent, as the original evaluates at step 0
+                episode = self._start_episode()
+                while self.frame < cfg.num_train_frames:
+                    episode, info, last = self._step(episode)
+                    if self._should_update():
+                        self._update(episode)
+                    if last:
+                        self._end_episode(episode, info)
+                        episode = self._start_episode()
+                    if self._eval_due():
+                        self._evaluate()
+                self.progress.close()
+        finally:
+            drained = self._close_lm()
+        if drained:
+            self.logger.log(drained, self.frame)
         self.logger.close()
         self.wall_time = timer.elapsed()
         log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
@@ -295,6 +300,15 @@ class Workspace:
             if not key.startswith("budget_"):
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
+
+    def _close_lm(self) -> dict[str, float]:
+        """Close both suggesters: a non-blocking one lets its requests in flight finish, so
+        their answers are cached and counted. Returns the LM metrics after that when requests
+        were in flight (a last ``lm/`` row), else {}."""
+        before = self._lm_metrics()
+        self.goals.suggester.close()
+        self.evaluator.goals.suggester.close()
+        return self._lm_metrics() if before.get("lm/in_flight", 0.0) > 0 else {}
 
     # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:
