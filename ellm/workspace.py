@@ -139,6 +139,7 @@ class Workspace:
             start_frame=self.frame)
         self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl", keep_until=keep)
         self.last_eval: dict[str, float] = {}
+        self._lm_logged = self._lm_metrics()  # the lm/ metrics last logged
 
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
@@ -255,6 +256,7 @@ class Workspace:
     def _end_episode(self, ep: Episode, info: dict[str, Any]) -> None:
         self.episode += 1
         stats = info["episode_stats"]
+        self._lm_logged = self._lm_metrics()
         self.train_stats.write({**stats, "frame": self.frame})
         elapsed = ep.timer.elapsed()
         self.logger.log({
@@ -268,7 +270,7 @@ class Workspace:
             "reward/goal_matches": self.goals.matches,
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in ep.timer.fractions().items()},
-            **self._lm_metrics(),
+            **self._lm_logged,
             **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
         }, self.frame)
         self.goals.matches = 0
@@ -285,7 +287,8 @@ class Workspace:
 
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.frame)
-        self.logger.log({**metrics, **self._lm_metrics()}, self.frame)
+        self._lm_logged = self._lm_metrics()
+        self.logger.log({**metrics, **self._lm_logged}, self.frame)
         if metrics:
             self.last_eval = metrics
             log.info(self.game.summary(metrics, self.frame))
@@ -303,12 +306,12 @@ class Workspace:
 
     def _close_lm(self) -> dict[str, float]:
         """Close both suggesters: a non-blocking one lets its requests in flight finish, so
-        their answers are cached and counted. Returns the LM metrics after that when requests
-        were in flight (a last ``lm/`` row), else {}."""
-        before = self._lm_metrics()
+        their answers are cached and counted. Returns the LM metrics when they changed since
+        they were last logged (for a last ``lm/`` row), else {}."""
         self.goals.suggester.close()
         self.evaluator.goals.suggester.close()
-        return self._lm_metrics() if before.get("lm/in_flight", 0.0) > 0 else {}
+        final = self._lm_metrics()
+        return final if final != self._lm_logged else {}
 
     # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:
