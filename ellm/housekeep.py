@@ -155,6 +155,9 @@ class HousekeepSuggester:
             return {**self._counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
         return self.answerer.metrics()
 
+    def close(self) -> None:
+        """Nothing to release: every yes/no query is answered before it returns."""
+
     def _ask(self, view: HousekeepView, obj: int, rec: int) -> bool | None:
         """The answer for (obj, rec): True/False, None when unanswered; the baseline says yes to
         place and no to keep (every pair becomes a goal)."""

@@ -139,6 +139,7 @@ class Workspace:
             start_frame=self.frame)
         self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl", keep_until=keep)
         self.last_eval: dict[str, float] = {}
+        self._lm_logged = self._lm_metrics()  # the lm/ metrics last logged
 
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
@@ -163,20 +164,25 @@ class Workspace:
         cfg, timer, first_frame = self.cfg, Timer(), self.frame
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
                                  every=min(10_000, max(100, cfg.num_train_frames // 20)))
-        with logging_redirect_tqdm():  # log lines print above the progress bar
-            if self.frame == 0 < cfg.num_train_frames:
-                self._evaluate()  # the untrained agent, as the original evaluates at step 0
-            episode = self._start_episode()
-            while self.frame < cfg.num_train_frames:
-                episode, info, last = self._step(episode)
-                if self._should_update():
-                    self._update(episode)
-                if last:
-                    self._end_episode(episode, info)
-                    episode = self._start_episode()
-                if self._eval_due():
-                    self._evaluate()
-            self.progress.close()
+        try:
+            with logging_redirect_tqdm():  # log lines print above the progress bar
+                if self.frame == 0 < cfg.num_train_frames:
+                    self._evaluate()  # the untrained agent, as the original evaluates at step 0
+                episode = self._start_episode()
+                while self.frame < cfg.num_train_frames:
+                    episode, info, last = self._step(episode)
+                    if self._should_update():
+                        self._update(episode)
+                    if last:
+                        self._end_episode(episode, info)
+                        episode = self._start_episode()
+                    if self._eval_due():
+                        self._evaluate()
+                self.progress.close()
+        finally:
+            drained = self._close_lm()
+        if drained:
+            self.logger.log(drained, self.frame)
         self.logger.close()
         self.wall_time = timer.elapsed()
         log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
@@ -250,6 +256,7 @@ class Workspace:
     def _end_episode(self, ep: Episode, info: dict[str, Any]) -> None:
         self.episode += 1
         stats = info["episode_stats"]
+        self._lm_logged = self._lm_metrics()
         self.train_stats.write({**stats, "frame": self.frame})
         elapsed = ep.timer.elapsed()
         self.logger.log({
@@ -263,7 +270,7 @@ class Workspace:
             "reward/goal_matches": self.goals.matches,
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in ep.timer.fractions().items()},
-            **self._lm_metrics(),
+            **self._lm_logged,
             **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
         }, self.frame)
         self.goals.matches = 0
@@ -280,7 +287,8 @@ class Workspace:
 
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.frame)
-        self.logger.log({**metrics, **self._lm_metrics()}, self.frame)
+        self._lm_logged = self._lm_metrics()
+        self.logger.log({**metrics, **self._lm_logged}, self.frame)
         if metrics:
             self.last_eval = metrics
             log.info(self.game.summary(metrics, self.frame))
@@ -295,6 +303,15 @@ class Workspace:
             if not key.startswith("budget_"):
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
+
+    def _close_lm(self) -> dict[str, float]:
+        """Close both suggesters: a non-blocking one lets its requests in flight finish, so
+        their answers are cached and counted. Returns the LM metrics when they changed since
+        they were last logged (for a last ``lm/`` row), else {}."""
+        self.goals.suggester.close()
+        self.evaluator.goals.suggester.close()
+        final = self._lm_metrics()
+        return final if final != self._lm_logged else {}
 
     # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:

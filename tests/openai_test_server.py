@@ -21,7 +21,8 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One scripted answer: text (None = JSON null content), HTTP status, delay, logprobs."""
+    """One scripted answer: text (None = JSON null content), HTTP status, delay, logprobs;
+    ``raw``: send these bytes as the whole body instead (a server answering garbage)."""
 
     text: str | None = "- chop tree\n- drink water"
     status: int = 200
@@ -30,6 +31,7 @@ class Reply:
     top_logprobs: dict[str, float] | None = None
     prompt_tokens: int = 100
     completion_tokens: int = 10
+    raw: bytes | None = None
 
     @classmethod
     def bullets(cls, *goals: str, **kw: Any) -> Reply:
@@ -38,6 +40,10 @@ class Reply:
     @classmethod
     def error(cls, status: int = 500, **kw: Any) -> Reply:
         return cls(None, status=status, **kw)
+
+    @classmethod
+    def garbage(cls, body: bytes = b"<html>502 Bad Gateway</html>", **kw: Any) -> Reply:
+        return cls(None, raw=body, **kw)
 
     @classmethod
     def rate_limited(cls, retry_after: float = 0.01) -> Reply:
@@ -158,6 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = owner._next_reply(body)
         if reply.delay and owner._stopping.wait(reply.delay):
             return
+        if reply.raw is not None:
+            self._send_bytes(reply.status, reply.raw, "text/html")
+            return
         if reply.status != 200:
             error = {"message": f"scripted HTTP {reply.status}", "type": "server_error",
                      "code": None}
@@ -168,10 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict[str, Any],
               headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str,
+                    headers: dict[str, str] | None = None) -> None:
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.errors import ConfigError
 from ellm.goals import Goals, goal_text
 from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_suggester
+from ellm.lm import parse_lm_spec
 from ellm.schema import integer, is_int, one_of, parse, valid
 from text_housekeep import (
     ACTION_MODES,
@@ -58,6 +59,10 @@ class HousekeepGame:
             return ConfigError(f"env_spec.{key}={OmegaConf.select(spec, key)!r} is invalid: {why}")
 
         parse(HousekeepOptions, spec, "env_spec.")
+        lm = parse_lm_spec(spec.lm_spec)  # already checked by ellm.config.validate
+        if not lm.blocking and lm.lm_class == "GPTLanguageModel" and not lm.dummy_lm:
+            raise bad("lm_spec.blocking", "Housekeep's yes/no queries always wait for their "
+                      "answer; the non-blocking mode exists for Crafter's goal suggestions")
         if spec.housekeep_backend == "habitat" and spec.housekeep_action_mode != "lowlevel":
             raise bad("housekeep_action_mode", "the habitat backend has only the lowlevel actions")
         if spec.single_task is not None:

@@ -27,14 +27,15 @@ from ellm.lm.config import (
     resolve_api_key,
 )
 from ellm.lm.gpt import GPTLanguageModel
+from ellm.lm.nonblocking import NonBlockingLanguageModel
 from ellm.lm.oracle import ORACLE_GOALS, BaselineModel, SimpleOracle
 from ellm.lm.prompts import load_prompt
 
 __all__ = [
     "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel",
     "GPTLanguageModel", "GoalSuggester", "LMClient", "LMConfigError", "LMCounters", "LMSpec",
-    "SimpleOracle", "TextState", "build_client", "build_suggester", "parse_lm_spec",
-    "redact_lm_spec",
+    "NonBlockingLanguageModel", "SimpleOracle", "TextState", "build_client", "build_suggester",
+    "parse_lm_spec", "redact_lm_spec",
 ]
 
 log = logging.getLogger("ellm.lm")
@@ -84,4 +85,9 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
         return BaselineModel(all_goals, **common)
     prompt = load_prompt(spec.prompt, spec.prompt_file)
     client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
-    return GPTLanguageModel(client, prompt, **common)
+    if spec.blocking or client.offline:  # dummy answers and cache replays never wait anyway
+        return GPTLanguageModel(client, prompt, **common)
+    log.info("non-blocking LM: cache misses are asked in the background (at most %d in "
+             "flight); meanwhile a step gets the episode's last answered goals "
+             "(lm/fallback_steps)", spec.max_in_flight)
+    return NonBlockingLanguageModel(client, prompt, max_in_flight=spec.max_in_flight, **common)

@@ -43,6 +43,9 @@ class GoalSuggester(Protocol):
     def metrics(self) -> dict[str, float]:
         """Counters since construction, keys without namespace prefix (see :class:`LMCounters`)."""
 
+    def close(self) -> None:
+        """End of the run: finish or give up the queries still under way (no more queries)."""
+
 
 @dataclass
 class LMCounters:

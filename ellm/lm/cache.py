@@ -5,7 +5,8 @@ answer stored for a key is kept forever (ELLM.md §3: the LM is a deterministic 
 prompt), including malformed answers, so a bad answer is never re-queried.
 
 Safety: WAL journal + busy timeout let several processes read and write at once; each write is
-one transaction, so a crash leaves either the whole entry or none. WAL needs a local file system
+one transaction, so a crash leaves either the whole entry or none. Within a process, the
+threads of the non-blocking mode share one connection under a lock. WAL needs a local file system
 (not NFS): put ``cache_dir`` on local disk on clusters.
 """
 
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +91,8 @@ class AnswerCache:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._memo: dict[str, CachedAnswer] = {}
+        # Serialises the connection: the non-blocking mode's worker threads store answers.
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.path)!r})"
@@ -98,7 +102,8 @@ class AnswerCache:
         if self._conn is None or self._pid != os.getpid():
             self.directory.mkdir(parents=True, exist_ok=True)
             try:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                       check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
@@ -114,26 +119,28 @@ class AnswerCache:
 
     def get(self, key: str) -> CachedAnswer | None:
         """The stored answer for ``key`` or None."""
-        if key in self._memo:
-            return self._memo[key]
-        row = self._connection().execute(
-            "SELECT status, text, payload, prompt_tokens, completion_tokens, source "
-            "FROM answers WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        answer = CachedAnswer(row[0], row[1], json.loads(row[2]) if row[2] else None,
-                              row[3], row[4], row[5])
-        self._memo[key] = answer
-        return answer
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+            row = self._connection().execute(
+                "SELECT status, text, payload, prompt_tokens, completion_tokens, source "
+                "FROM answers WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            answer = CachedAnswer(row[0], row[1], json.loads(row[2]) if row[2] else None,
+                                  row[3], row[4], row[5])
+            self._memo[key] = answer
+            return answer
 
     def put(self, key: str, *, kind: str, model: str, prompt: Any, params: dict[str, Any],
             answer: CachedAnswer) -> CachedAnswer:
         """Store ``answer`` unless the key is taken; return the answer that is stored."""
-        conn = self._connection()
-        with _transaction(conn):
-            conn.execute(_INSERT, _row(key, kind, model, prompt, params, answer))
-        self._memo.pop(key, None)
-        stored = self.get(key)
+        with self._lock:
+            conn = self._connection()
+            with _transaction(conn):
+                conn.execute(_INSERT, _row(key, kind, model, prompt, params, answer))
+            self._memo.pop(key, None)
+            stored = self.get(key)
         if stored is None:
             raise RuntimeError(f"LM cache entry {key} missing right after insert in {self.path}")
         return stored
@@ -142,26 +149,30 @@ class AnswerCache:
                  ) -> int:
         """Insert (key, kind, model, prompt, params, answer) rows in one transaction; return
         how many were new."""
-        conn = self._connection()
-        with _transaction(conn):
-            before = conn.total_changes
-            conn.executemany(_INSERT, [_row(*row) for row in rows])
-            new = conn.total_changes - before
-        self._memo.clear()
+        with self._lock:
+            conn = self._connection()
+            with _transaction(conn):
+                before = conn.total_changes
+                conn.executemany(_INSERT, [_row(*row) for row in rows])
+                new = conn.total_changes - before
+            self._memo.clear()
         return new
 
     def has_model(self, model: str) -> bool:
         """True when at least one answer of ``model`` is stored."""
-        return self._connection().execute(
-            "SELECT 1 FROM answers WHERE model = ? LIMIT 1", (model,)).fetchone() is not None
+        with self._lock:
+            return self._connection().execute(
+                "SELECT 1 FROM answers WHERE model = ? LIMIT 1", (model,)).fetchone() is not None
 
     def __len__(self) -> int:
-        return self._connection().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        with self._lock:
+            return self._connection().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
 
     def close(self) -> None:
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn, self._memo = None, {}
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn, self._memo = None, {}
 
 
 _INSERT: Final = "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

@@ -77,6 +77,7 @@ class LMClient:
         self.spec = spec
         self.cache = cache
         self.counters = LMCounters()
+        self._count_lock = threading.Lock()  # the non-blocking mode counts from worker threads
         self.cache_only = spec.cache_only
         self._sleep = sleep
         self.ledger = ledger_for(spec.base_url)
@@ -105,7 +106,8 @@ class LMClient:
                 f"cache_only={self.cache_only}, dummy={self.spec.dummy_lm})")
 
     def metrics(self) -> dict[str, float]:
-        out = self.counters.as_metrics()
+        with self._count_lock:
+            out = self.counters.as_metrics()
         out["budget_spent"] = self.ledger.dollars
         out["budget_exhausted"] = float(self.budget_exhausted)
         return out
@@ -115,12 +117,10 @@ class LMClient:
         """The model's answer text to ``prompt`` (a string for the completions endpoint, chat
         messages for the chat endpoint); None when no answer could be had (error, budget,
         cache-only miss). Malformed (empty) answers come back as ""."""
-        self.counters.queries += 1
+        self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_ANSWER
-        params = sampling_params(max_tokens=self.spec.max_tokens,
-                                 temperature=self.spec.temperature, stop=self.spec.stop)
-        answer = self._answer(prompt, params, self._extract_text)
+        answer = self._answer(prompt, self.text_params(), self._extract_text)
         return None if answer is None else answer.text
 
     def yes_probability(self, prompt: str) -> float | None:
@@ -128,7 +128,7 @@ class LMClient:
         §1): p = e^y / (e^y + e^n), where y, n are the log-probabilities of the "Yes" and "No"
         tokens (leading spaces and case ignored, variants summed, missing = -100). None when no
         answer could be had or the answer carried no logprobs."""
-        self.counters.queries += 1
+        self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_YES_PROBABILITY
         chat = self.spec.endpoint == "chat"
@@ -139,7 +139,7 @@ class LMClient:
         if answer is None:
             return None
         if answer.status != "ok":
-            self.counters.parse_errors += 1
+            self.count(parse_errors=1)
             return None
         return yes_probability_from(answer.payload)
 
@@ -150,46 +150,84 @@ class LMClient:
         return None if probability is None else probability > self.spec.prob_threshold
 
     # ---- cache, budget, retries -----------------------------------------------------------
+    # The steps of a query, also used one by one by the non-blocking mode (nonblocking.py):
+    # request_key -> lookup -> may_send -> fetch.
     def _answer(self, prompt: Prompt, params: dict[str, Any],
                 extract: Callable[[Any], CachedAnswer]) -> CachedAnswer | None:
-        kind, model = self.spec.endpoint, self.spec.lm
-        key = make_key(kind, model, prompt, params)
+        key = self.request_key(prompt, params)
+        cached = self.lookup(key)
+        if cached is not None or self.cache_only or not self.may_send():
+            return cached
+        return self.fetch(key, prompt, params, extract)
+
+    def text_params(self) -> dict[str, Any]:
+        """Sampling parameters of a goal (text) query."""
+        return sampling_params(max_tokens=self.spec.max_tokens,
+                               temperature=self.spec.temperature, stop=self.spec.stop)
+
+    def request_key(self, prompt: Prompt, params: dict[str, Any]) -> str:
+        """The cache key of ``prompt`` asked with ``params`` of this client's model."""
+        return make_key(self.spec.endpoint, self.spec.lm, prompt, params)
+
+    def lookup(self, key: str) -> CachedAnswer | None:
+        """The cached answer of ``key`` (a cache hit) or None (a cache miss in cache-only
+        mode)."""
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
-            self.counters.cache_hits += 1
-            return cached
-        if self.cache_only:
-            self.counters.cache_misses += 1
-            return None
-        if self.budget_exhausted:
-            self.counters.budget_refusals += 1
-            if not self.ledger.warned:
-                self.ledger.warned = True
-                log.warning("LM budget of $%.2f spent ($%.4f at %s): no more API calls this run; "
-                            "cached answers are still served", self.spec.budget,
-                            self.ledger.dollars, self.spec.base_url or "OpenAI")
-            return None
-        response = self._call_with_retries(prompt, params)
+            self.count(cache_hits=1)
+        elif self.cache_only:
+            self.count(cache_misses=1)
+        return cached
+
+    def may_send(self) -> bool:
+        """False, counted as a budget refusal (warned once per run), when the budget is
+        spent."""
+        if not self.budget_exhausted:
+            return True
+        self.count(budget_refusals=1)
+        if not self.ledger.warned:
+            self.ledger.warned = True
+            log.warning("LM budget of $%.2f spent ($%.4f at %s): no more API calls this run; "
+                        "cached answers are still served", self.spec.budget,
+                        self.ledger.dollars, self.spec.base_url or "OpenAI")
+        return False
+
+    def fetch(self, key: str, prompt: Prompt, params: dict[str, Any],
+              extract: Callable[[Any], CachedAnswer] | None = None,
+              stop: threading.Event | None = None) -> CachedAnswer | None:
+        """Ask the API (see :meth:`_call_with_retries`), count the usage and store the answer
+        (text unless ``extract`` says otherwise) under ``key``, the key of this very prompt;
+        None when no answer could be had."""
+        response = self._call_with_retries(prompt, params, stop)
         if response is None:
             return None
-        answer = extract(response)
+        answer = (extract or self._extract_text)(response)
         self._count_usage(answer)
         if self.cache is None:
             return answer
-        return self.cache.put(key, kind=kind, model=model, prompt=prompt, params=params,
-                              answer=answer)
+        return self.cache.put(key, kind=self.spec.endpoint, model=self.spec.lm, prompt=prompt,
+                              params=params, answer=answer)
 
-    def _call_with_retries(self, prompt: Prompt, params: dict[str, Any]) -> Any | None:
+    def count(self, **increments: float) -> None:
+        """Add to the named counters (thread-safe)."""
+        with self._count_lock:
+            for name, value in increments.items():
+                setattr(self.counters, name, getattr(self.counters, name) + value)
+
+    def _call_with_retries(self, prompt: Prompt, params: dict[str, Any],
+                           stop: threading.Event | None = None) -> Any | None:
         """One request with up to ``max_retries`` retries on 408/409/429/5xx, timeouts and
         connection errors (exponential backoff, Retry-After honoured, both capped at
-        ``max_backoff``). None when it still fails; 401/403/404 raise LMConfigError."""
+        ``max_backoff``). None when it still fails; 401/403/404 raise LMConfigError. Once
+        ``stop`` is set (the run is ending) no retry is made and a backoff is cut short."""
         import openai
 
         attempts = self.spec.max_retries + 1
         for attempt in range(attempts):
-            if attempt:
-                self.counters.retries += 1
-            self.counters.api_calls += 1
+            if attempt and stop is not None and stop.is_set():
+                attempts = attempt
+                break
+            self.count(api_calls=1, retries=1 if attempt else 0)
             start = time.monotonic()
             try:
                 return self._request(prompt, params)
@@ -206,9 +244,12 @@ class LMClient:
             except openai.APIConnectionError as err:  # includes APITimeoutError
                 error = err
             finally:
-                self.counters.latency_s += time.monotonic() - start
+                self.count(latency_s=time.monotonic() - start)
             if attempt + 1 < attempts:
-                self._sleep(self._delay(attempt, error))
+                if stop is None:
+                    self._sleep(self._delay(attempt, error))
+                else:
+                    stop.wait(self._delay(attempt, error))
         self._error(f"giving up after {attempts} attempt(s): {type(error).__name__}: {error}")
         return None
 
@@ -235,16 +276,16 @@ class LMClient:
         return self._openai.completions.create(prompt=prompt, **kwargs)
 
     def _count_usage(self, answer: CachedAnswer) -> None:
-        self.counters.prompt_tokens += answer.prompt_tokens
-        self.counters.completion_tokens += answer.completion_tokens
         dollars = cost(self.price, answer.prompt_tokens, answer.completion_tokens)
-        self.counters.dollars += dollars
+        self.count(prompt_tokens=answer.prompt_tokens,
+                   completion_tokens=answer.completion_tokens, dollars=dollars)
         with _LEDGERS_LOCK:
             self.ledger.dollars += dollars
 
     def _error(self, message: str) -> None:
-        self.counters.api_errors += 1
-        n = self.counters.api_errors
+        with self._count_lock:
+            self.counters.api_errors += 1
+            n = self.counters.api_errors
         if n & (n - 1) == 0:  # log the 1st, 2nd, 4th, 8th, ... error
             log.warning("LM API error #%d (model %s): %s", n, self.spec.lm, self._scrub(message))
 

@@ -56,6 +56,8 @@ class LMSpec:
     cache_only: bool = False
     price: tuple[float, float] | None = None
     strict_parsing: bool = False  # the original's parser: every line must start with "-"
+    blocking: bool = True  # False: a cache miss gets fallback goals while its request runs
+    max_in_flight: int = 4  # non-blocking mode: requests one suggester has in flight at most
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -174,6 +176,9 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         cache_only=_bool("cache_only", get("cache_only", d.cache_only)),
         strict_parsing=_bool("strict_parsing", get("strict_parsing", d.strict_parsing)),
         price=_price(get("price")),
+        blocking=_bool("blocking", get("blocking", d.blocking)),
+        max_in_flight=_number("max_in_flight", get("max_in_flight", d.max_in_flight),
+                              minimum=1, integer=True),
     )
 
 

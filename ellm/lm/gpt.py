@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ellm.lm.base import NoveltyFilter, TextState, truncate
-from ellm.lm.client import LMClient
+from ellm.lm.client import LMClient, Prompt
 from ellm.lm.prompts import BulletPrompt, parse_bullets
 
 
@@ -40,15 +40,22 @@ class GPTLanguageModel:
 
     def raw_goals(self, state: TextState) -> list[str]:
         """All goals the LM gives for ``state`` (no novelty filter)."""
-        if self.client.spec.endpoint == "chat":
-            answer = self.client.complete(self.prompt.messages(state))
-        else:
-            answer = self.client.complete(self.prompt.text(state))
+        answer = self.client.complete(self.request(state))
         if answer is None:  # API error, spent budget, or cache-only miss: already counted
             return []
+        return self.parse(answer)
+
+    def request(self, state: TextState) -> Prompt:
+        """What is sent for ``state``: chat messages or the completion prompt."""
+        if self.client.spec.endpoint == "chat":
+            return self.prompt.messages(state)
+        return self.prompt.text(state)
+
+    def parse(self, answer: str) -> list[str]:
+        """The goals of an answer; none (counted as a parse error) when it has no bullet."""
         goals = parse_bullets(answer, strict=self.client.spec.strict_parsing)
         if goals is None:
-            self.client.counters.parse_errors += 1
+            self.client.count(parse_errors=1)
             return []
         return goals
 
@@ -62,3 +69,6 @@ class GPTLanguageModel:
 
     def metrics(self) -> dict[str, float]:
         return self.client.metrics()
+
+    def close(self) -> None:
+        """Nothing to release: every query was answered before it returned."""

@@ -140,6 +140,9 @@ class _RuleFreeSuggester:
     def metrics(self) -> dict[str, float]:
         return {**self.counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
 
+    def close(self) -> None:
+        """Nothing to release: no model is asked."""
+
 
 class SimpleOracle(_RuleFreeSuggester):
     """Rule-based goals from the caption and the true inventory.

@@ -13,6 +13,10 @@ Packaged models (``--model``): ``gemma3-270m`` (default; Gemma-3 270M, a base mo
 is a path to a .gguf file. A base model has no chat template: its chat requests are served as
 plain text (the messages joined by blank lines, the ``ellm-plain`` chat format), so the few-shot
 prompt reads to it exactly as on the completions endpoint.
+
+The server answers one request at a time (llama-cpp-python's server holds one lock around the
+model and has no parallel-slots option): with ``env_spec.lm_spec.blocking=false``, keep
+``max_in_flight`` small (docs/lm.md, "Goals without waiting").
 """
 
 from __future__ import annotations

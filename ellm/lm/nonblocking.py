@@ -1,0 +1,148 @@
+"""Goals without waiting (``env_spec.lm_spec.blocking=false``, docs/lm.md).
+
+The paper's loop waits for the LM at every state it has not seen. Here a cached state is answered
+at once; an uncached one is sent to a bounded pool of requests in flight (``max_in_flight``) and
+the step gets fallback goals: those of the most recent state of this episode whose answer gave
+goals (none before the first), filtered by the novelty bonus as usual. The agent moves one tile a
+step, so that state is nearly always a neighbour of this one and its goals are the best guess to
+be had without waiting; they are goals the LM did suggest, never invented ones, and a step that
+got them is counted (``fallback_steps``). A worker thread stores the answer under the key of the
+prompt that asked for it as soon as it arrives; the next visit to that state reads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ellm.lm.base import TextState
+from ellm.lm.cache import CachedAnswer
+from ellm.lm.client import LMClient, Prompt
+from ellm.lm.gpt import GPTLanguageModel
+from ellm.lm.prompts import BulletPrompt
+
+log = logging.getLogger("ellm.lm")
+
+# (endpoint, cache key) of every request in flight in this process: the training and the
+# evaluation suggesters never send the same prompt twice at once.
+_IN_FLIGHT: set[tuple[str, str]] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+class NonBlockingLanguageModel(GPTLanguageModel):
+    """:class:`GPTLanguageModel` whose cache misses are asked in the background.
+
+    Extra metrics: ``wait_seconds`` (seconds the run waited on this suggester, draining at
+    :meth:`close` included), ``fallback_steps``, ``in_flight`` (requests under way now) and
+    ``pool_full`` (misses not sent because ``max_in_flight`` requests were under way; asked again
+    on a later visit). The pool's threads start with the first miss; :meth:`close` ends the
+    run (a later query starts a new pool).
+    """
+
+    def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
+                 novelty_bonus: bool = True, max_num_goals: int | None = None,
+                 max_in_flight: int = 4) -> None:
+        super().__init__(client, prompt, novelty_bonus=novelty_bonus,
+                         max_num_goals=max_num_goals)
+        self.max_in_flight = max_in_flight
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: dict[str, Future[CachedAnswer | None]] = {}
+        self._stop = threading.Event()  # set by close(): no more retries
+        self._recent: list[str] = []  # the fallback
+        self.wait_seconds = 0.0
+        self.fallback_steps = 0
+        self.pool_full = 0
+
+    def __repr__(self) -> str:
+        return f"NonBlockingLanguageModel({self.client!r}, max_in_flight={self.max_in_flight})"
+
+    def reset(self) -> None:
+        super().reset()
+        self._recent = []
+
+    @property
+    def in_flight(self) -> int:
+        return sum(not future.done() for future in self._pending.values())
+
+    def raw_goals(self, state: TextState) -> list[str]:
+        """The cached answer's goals, else the fallback goals (the miss is asked meanwhile)."""
+        start = time.monotonic()
+        try:
+            self._collect()
+            request, params = self.request(state), self.client.text_params()
+            key = self.client.request_key(request, params)
+            self.client.count(queries=1)
+            cached = self.client.lookup(key)
+            if cached is not None:
+                goals = self.parse(cached.text)
+                if goals:
+                    self._recent = goals
+                return goals
+            self._send(key, request, params)
+            self.fallback_steps += 1
+            return list(self._recent)
+        finally:
+            self.wait_seconds += time.monotonic() - start
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.client.metrics(), "wait_seconds": self.wait_seconds,
+                "fallback_steps": float(self.fallback_steps),
+                "in_flight": float(self.in_flight), "pool_full": float(self.pool_full)}
+
+    def close(self) -> None:
+        """Let the requests in flight finish their current attempt (no retry; at most
+        ``timeout`` seconds), so each answer is cached and counted or each failure counted;
+        then stop the pool. Idempotent."""
+        if self._pool is None:
+            return
+        start = time.monotonic()
+        self._stop.set()
+        self._pool.shutdown(wait=True)
+        self._pool = None
+        self.wait_seconds += time.monotonic() - start
+        for future in self._pending.values():
+            error = future.exception()
+            if error is not None:
+                log.error("an LM request failed as the run ended: %s: %s",
+                          type(error).__name__, error)
+        self._pending.clear()
+
+    def _send(self, key: str, request: Prompt, params: dict[str, Any]) -> None:
+        """Ask ``request`` in the background unless it is under way already (here or in another
+        suggester of the run), the budget is spent, or the pool is full."""
+        slot = (self.client.spec.base_url or "openai", key)
+        if key in self._pending or slot in _IN_FLIGHT:
+            return
+        if not self.client.may_send():
+            return
+        if len(self._pending) >= self.max_in_flight:
+            self.pool_full += 1
+            return
+        with _IN_FLIGHT_LOCK:
+            if slot in _IN_FLIGHT:
+                return
+            _IN_FLIGHT.add(slot)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight,
+                                            thread_name_prefix="ellm-lm")
+            self._stop = threading.Event()
+        self._pending[key] = self._pool.submit(self._fetch, slot, request, params)
+
+    def _fetch(self, slot: tuple[str, str], request: Prompt,
+               params: dict[str, Any]) -> CachedAnswer | None:
+        """Worker thread: the answer is cached under ``slot``'s key before the slot is freed."""
+        try:
+            return self.client.fetch(slot[1], request, params, stop=self._stop)
+        finally:
+            with _IN_FLIGHT_LOCK:
+                _IN_FLIGHT.discard(slot)
+
+    def _collect(self) -> None:
+        """Forget finished requests; a worker's exception (e.g. LMConfigError) is raised here."""
+        for key, future in list(self._pending.items()):
+            if future.done():
+                del self._pending[key]
+                future.result()
