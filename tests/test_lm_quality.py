@@ -175,6 +175,8 @@ def test_bad_arguments_name_the_key(tmp_path, capsys):
         assert main([*args, f"out={tmp_path}"]) == 2
         assert key in capsys.readouterr().err
     assert not (tmp_path / "quality.json").exists()
+    assert main(["--help"]) == 0
+    assert "python -m ellm.lm.quality [states=N] [out=DIR]" in capsys.readouterr().out
 
 
 @pytest.mark.e2e

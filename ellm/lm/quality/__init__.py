@@ -40,8 +40,6 @@ ROOT = Path(__file__).resolve().parents[3]  # config.yaml
 CONFIG_ERROR = 2  # as train.py
 DEFAULT_STATES = 200
 DEFAULT_OUT = "lm_quality"
-USAGE = __doc__.split("\n\n")[1].strip()
-log = logging.getLogger("ellm.lm.quality")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         states, out, overrides = _own_args(argv)
         cfg, game, suggester = prepare(overrides, out)
-    except (ValueError, LMConfigError) as err:  # ConfigError is a ValueError; Hydra's: below
+    except (ValueError, LMConfigError) as err:  # ConfigError and Hydra's errors are ValueErrors
         print(f"error: {err}", file=sys.stderr)
         return CONFIG_ERROR
     run(cfg, game, suggester, states, out)
