@@ -1,0 +1,5 @@
+import sys
+
+from ellm.lm.quality import main
+
+sys.exit(main())
