@@ -2,6 +2,7 @@
 
     python -m ellm.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
     python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
+    python -m ellm.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -17,6 +18,14 @@ transition on disk and in RAM. Extra ``key=value`` arguments are Hydra overrides
 the environment) once alone, then twice at the same time, and prints each run's frames/s
 (training episodes after the first, updates on) against the run alone (target: each of two
 side-by-side runs >= 0.4x of one run alone).
+
+``--lm`` measures what a real language model costs the loop: ``train.py`` with the oracle, then
+with the packaged local LLM (``python -m ellm.lm.serve``, started here unless ``--lm-url`` names
+a running OpenAI-compatible server) asked blocking, then non-blocking
+(``env_spec.lm_spec.blocking=false``), one after the other in one sitting, each with an empty LM
+cache and no updates (the seed frames cover the run), so the LM's share is not diluted. It prints
+each run's frames/s (training episodes after the first, the model already loaded) against the
+oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps and waiting time.
 """
 
 from __future__ import annotations
@@ -98,6 +107,76 @@ def side_by_side(frames: int, overrides: list[str]) -> None:
               "run alone (target >= 0.4)")
 
 
+LM_RUN = [*BASE[:3], "device=cpu", "progress=false", "num_eval_episodes=0",
+          "save_snapshot=false", "save_buffer=false", "eval_every_frames=100000000",
+          "env_spec.length=100"]
+
+
+def _last_lm_row(run_dir: Path) -> dict[str, str]:
+    path = run_dir / "lm.csv"
+    if not path.exists():
+        return {}
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    return rows[-1] if rows else {}
+
+
+def lm_cost(frames: int, lm_url: str | None, overrides: list[str]) -> None:
+    server = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if lm_url is None:
+            from ellm.lm.serve import wait_until_ready
+
+            port = _free_port()
+            lm_url = f"http://127.0.0.1:{port}/v1"
+            server = subprocess.Popen(
+                [sys.executable, "-m", "ellm.lm.serve", "--port", str(port),
+                 "--cache-dir", str(Path(tmp) / "models")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            wait_until_ready(lm_url, timeout=300, process=server)
+        llm = ["env_spec.lm_spec.lm_class=GPTLanguageModel", f"env_spec.lm_spec.base_url={lm_url}"]
+        runs = {"oracle": ["env_spec.lm_spec.lm_class=SimpleOracle"],
+                "LLM, blocking": llm,
+                "LLM, non-blocking": [*llm, "env_spec.lm_spec.blocking=false"]}
+        results = {}
+        try:
+            for i, (name, extra) in enumerate(runs.items()):
+                out = Path(tmp) / f"run{i}"
+                env = {**os.environ, "ELLM_CACHE_DIR": str(Path(tmp) / f"cache{i}")}
+                cmd = [sys.executable, str(ROOT / "train.py"), *LM_RUN, *extra,
+                       f"num_train_frames={frames}", f"num_seed_frames={frames + 1}",
+                       f"hydra.run.dir={out}", *overrides]
+                proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
+                                      check=False)
+                if proc.returncode != 0:
+                    raise SystemExit(f"train.py ({name}) failed:\n{proc.stderr[-2000:]}")
+                results[name] = (_run_fps(out), _last_lm_row(out))
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=30)
+    oracle_fps = results["oracle"][0]
+    for name, (fps, lm) in results.items():
+        line = f"{name:18s}: {fps:6.1f} frames/s = {fps / oracle_fps:.2f}x the oracle's"
+        if name != "oracle":
+            line += (f"; {float(lm.get('api_calls', 0)):.0f} LM calls for "
+                     f"{float(lm.get('queries', 0)):.0f} queries")
+            if "fallback_steps" in lm:
+                line += (f", {float(lm['fallback_steps']):.0f} steps on fallback goals, "
+                         f"{float(lm['wait_seconds']):.0f} s waited")
+        if name == "LLM, non-blocking":
+            line += " (target >= 0.8x)"
+        print(line)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1500, help="frames per timed phase")
@@ -105,8 +184,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1, help="replay_buffer_num_workers")
     parser.add_argument("--side-by-side", action="store_true",
                         help="default-settings train.py runs: one alone, then two together")
+    parser.add_argument("--lm", action="store_true",
+                        help="oracle vs local LLM, blocking and non-blocking (train.py runs)")
+    parser.add_argument("--lm-url", default=None,
+                        help="with --lm: an OpenAI-compatible server to use instead of starting "
+                        "the packaged one")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.lm:
+        lm_cost(args.frames, args.lm_url, args.overrides)
+        return
     if args.side_by_side:
         side_by_side(max(args.frames, 3000), args.overrides)
         return
