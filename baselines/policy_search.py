@@ -175,10 +175,14 @@ class RandomProposer:
         self.rng = rng
         self.counts: Counter[str] = Counter()
 
-    def propose(self, buffer: ParameterBuffer, iteration: int, status: str = "random"
-                ) -> Proposal:
+    def draw(self, status: str) -> Proposal:
+        """A random setting, counted under ``status`` (``warmup``, ``random``, a fallback)."""
         self.counts[status] += 1
         return Proposal(tuple(self.space.sample(self.rng)), status)
+
+    def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
+        """The setting to try at proposal ``iteration`` (1, 2, ...) after those in ``buffer``."""
+        return self.draw("random")
 
 
 class LLMProposer(RandomProposer):
@@ -223,15 +227,14 @@ class LLMProposer(RandomProposer):
             return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
         return f"{text}\nSetting:"
 
-    def propose(self, buffer: ParameterBuffer, iteration: int, status: str = "random"
-                ) -> Proposal:
+    def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
         answer = self.client.complete(self.prompt(buffer, iteration))
         if answer is None:  # API error after retries, spent budget: counted by the client
-            return super().propose(buffer, iteration, "no_answer")
+            return self.draw("no_answer")
         values, parsed = parse_proposal(answer, self.space)
         if values is None:
             self.client.count(parse_errors=1)
-            return Proposal(super().propose(buffer, iteration, parsed).params, parsed, answer)
+            return Proposal(self.draw(parsed).params, parsed, answer)
         params, outside = self.space.clip(values)
         status = "clipped" if outside else "ok"
         self.counts[status] += 1

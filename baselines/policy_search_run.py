@@ -170,7 +170,7 @@ class PolicySearchRun:
         o = self.opts
         with (self.run_dir / "proposals.jsonl").open("a") as proposals:
             for _ in range(o.warmup_episodes):
-                self._try(self.proposer.propose(self.buffer, 0, "warmup"), 0, proposals)
+                self._try(self.proposer.draw("warmup"), 0, proposals)
             for i in range(1, o.iterations + 1):
                 proposal = self.proposer.propose(self.buffer, i)
                 self._try(proposal, i, proposals)
