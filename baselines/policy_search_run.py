@@ -18,7 +18,8 @@ The run directory holds:
   ``num_eval_episodes``), ``return_std``, ``success_rate``, ``episode_length``, ``param_<name>``;
 - ``proposals.jsonl``: each proposal's status, setting and the model's answer text;
 - ``lm.csv``: the client's cumulative counters (docs/lm.md), after each proposal;
-- ``best.json``: the best setting found and its return.
+- ``best.json``: the best setting found and its return, and the best of the settings the
+  model itself proposed (``ok`` or ``clipped``; warm-up and fallback settings are random).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import ellm
 from baselines.optim_log import LMUsage, namespaced
 from baselines.policy_search import (
     FALLBACK_STATUSES,
+    Entry,
     LLMProposer,
     ParameterBuffer,
     Proposal,
@@ -140,6 +142,7 @@ class PolicySearchRun:
         else:
             self.proposer = RandomProposer(self.task.space, self.rng)
         self.buffer = ParameterBuffer(self.task.space)
+        self.statuses: list[str] = []  # each buffer entry's proposal status
         self.usage = LMUsage(self.client)
         (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
         self.logger = Logger(self.run_dir)
@@ -178,9 +181,13 @@ class PolicySearchRun:
                     self.evaluate()
         metrics = self.evaluate()
         best = self.buffer.best
+        own = self.best_proposed
         (self.run_dir / "best.json").write_text(json.dumps(
             {"params": dict(zip(self.task.space.names, best.params)), "return": best.ret,
-             "counts": dict(self.proposer.counts)}, indent=1) + "\n")
+             "status": self.statuses[best.order], "counts": dict(self.proposer.counts),
+             "best_proposed": None if own is None else {
+                 "params": dict(zip(self.task.space.names, own.params)), "return": own.ret}},
+            indent=1) + "\n")
         self.logger.close()
         self.task.close()
         return metrics
@@ -196,6 +203,7 @@ class PolicySearchRun:
             self.frame += results[-1].steps
         ret = float(np.mean([r.ret for r in results]))
         self.buffer.add(proposal.params, ret)
+        self.statuses.append(proposal.status)
         row = {"iteration": iteration, "episodes": self.episodes, "return": ret,
                "success": float(np.mean([r.success for r in results])),
                "steps": float(np.mean([r.steps for r in results])),
@@ -232,6 +240,12 @@ class PolicySearchRun:
                  row["return_std"], len(results))
         return row
 
+    @property
+    def best_proposed(self) -> Entry | None:
+        """The best setting the model itself proposed (not a warm-up or fallback draw)."""
+        own = [e for e in self.buffer.entries if self.statuses[e.order] in ("ok", "clipped")]
+        return max(own, key=lambda e: (e.ret, -e.order), default=None)
+
     def closing_message(self, metrics: dict[str, float]) -> str:
         best = self.buffer.best
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.proposer.counts.items()))
@@ -242,6 +256,11 @@ class PolicySearchRun:
                  f"{metrics['return']:.2f} +- {metrics['return_std']:.2f}, success rate "
                  f"{metrics['success_rate']:.2f}.")
         lines = [tried, found]
+        own = self.best_proposed
+        if own is not None and own is not best:
+            lines.append(f"(found by a {self.statuses[best.order]} draw; the best setting the "
+                         f"model proposed: {self.task.space.format(own.params)}, return "
+                         f"{own.ret:.2f})")
         if self.client is not None:
             m = self.client.metrics()
             lines.append(f"LM: {m['api_calls']:.0f} calls, {m['cache_hits']:.0f} cache hits, "

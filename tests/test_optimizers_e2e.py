@@ -69,6 +69,8 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
     assert [p["status"] for p in proposals[3:7]] == ["ok", "unparsable", "ok", "clipped"]
     best = json.loads((d / "best.json").read_text())
     assert best["return"] == max(float(r["return"]) for r in rows)
+    own = [float(r["return"]) for r in rows if r["warmup"] == r["fallback"] == "0.0"]
+    assert len(own) == 6 and best["best_proposed"]["return"] == max(own)
 
     for name, env, extra in (("POLE", "CartPole-v1", "env_spec.max_episode_steps=50"),
                              ("CRAFT", "llf-crafter-v0", "env_spec.length=30")):
