@@ -233,3 +233,12 @@ def test_forager_task_returns_progress_and_speed():
     assert good.ret == pytest.approx(3 + 1 - good.steps / 150)
     idle = task.episode([0, 0, 0, 10, 0], seed=0)
     assert not idle.success and idle.ret < 3
+
+
+@pytest.mark.parametrize("name", ["policy_search.yaml", "code_policy.yaml"])
+def test_every_config_key_is_documented_where_it_is_defined(name):
+    lines = (Path(__file__).resolve().parents[1] / name).read_text().splitlines()
+    body = lines[:next(i for i, line in enumerate(lines) if line.startswith("hydra:"))]
+    keys = [line for line in body if line.strip() and not line.lstrip().startswith("#")]
+    assert keys and all(" # " in line or line.endswith(":") for line in keys), [
+        line for line in keys if " # " not in line and not line.endswith(":")]
