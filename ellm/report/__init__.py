@@ -12,6 +12,9 @@ sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
   methods side by side;
 - ``<game>_<metric>.png`` for a game with its own progress metric (Housekeep:
   ``housekeep_rearrange_success.png``), when its runs log it;
+- ``<game>_return.png`` / ``<game>_eval_return.png`` for runs that log ``iteration.csv`` (the
+  LLM optimisers: policy search, code as policy): the return of each setting or rollout tried,
+  and of the evaluations, against training episodes;
 - ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
   tables.
 
@@ -29,12 +32,15 @@ from ellm.games import GAMES
 from ellm.report.aggregate import (
     LMUsage,
     MethodScores,
+    ReturnScores,
     curves,
+    episode_curve,
     eval_achievements,
     lm_usage,
     metric_curve,
     metric_key,
     pooling_warnings,
+    return_scores,
     scores,
     train_achievements,
 )
@@ -56,6 +62,7 @@ class Report:
     scores: list[MethodScores] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # pooling that could mislead
     lm: list[LMUsage] = field(default_factory=list)
+    returns: list[ReturnScores] = field(default_factory=list)  # runs of the LLM optimisers
     figures: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -77,8 +84,12 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(runs=runs, out=out, last_evals=last_evals)
-    crafter = [r for r in runs if r.has_data and r.game.scores_achievements]
+    # Runs that log iterations (the LLM optimisers) are reported by return against episodes.
+    optimised = [r for r in runs if r.has_data and r.csvs.get("iteration")]
+    crafter = [r for r in runs if r.has_data and r.game.scores_achievements
+               and r not in optimised]
     report.scores = scores(crafter, last_evals)
+    report.returns = return_scores(optimised)
     report.warnings = pooling_warnings(runs)
     report.lm = lm_usage(runs)
 
@@ -101,6 +112,17 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     for name, (series, title, ylabel) in lines.items():
         if series:
             report.figures[name] = line_figure(out / f"{name}.png", series, title, ylabel)
+    for game in dict.fromkeys(r.game for r in optimised):
+        played = [r for r in optimised if r.game is game]
+        label = game.label or game.name.capitalize()
+        for kind, namespace, title in (
+                ("return", "iteration", f"{label}: return of each setting or rollout tried"),
+                ("eval_return", "eval", f"{label}: evaluation return")):
+            series = curves(played, episode_curve(namespace))
+            if series:
+                report.figures[f"{game.name}_{kind}"] = line_figure(
+                    out / f"{game.name}_{kind}.png", series, title, "return",
+                    xlabel="training episodes")
     for kind in ("eval", "train"):
         rates = {s.method: getattr(s, f"{kind}_rates") for s in report.scores}
         rates = {m: r for m, r in rates.items() if r}
@@ -119,6 +141,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
         "warnings": report.warnings,
         "scores": [s.as_dict() for s in report.scores],
         "lm": [u.as_dict() for u in report.lm],
+        "returns": [r.as_dict() for r in report.returns],
         "figures": {k: p.name for k, p in report.figures.items()},
     }, indent=1) + "\n", encoding="utf-8")
     return report

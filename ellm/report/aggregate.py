@@ -271,3 +271,47 @@ def metric_curve(metric: str) -> Callable[[Run], Points]:
         return {int(r["frame"]): r[name] for r in run.csvs[ns] if name in r}
 
     return points
+
+
+# ------------------------------------------------------------- return against episodes
+def episode_curve(namespace: str) -> Callable[[Run], Points]:
+    """A run's ``return`` against ``episodes`` (training episodes played so far) from the rows
+    of ``<namespace>.csv`` that have both: ``iteration`` (each setting or rollout an optimiser
+    tried) or ``eval`` (its evaluations), for :func:`curves`."""
+
+    def points(run: Run) -> Points:
+        return {int(r["episodes"]): r["return"] for r in run.csvs.get(namespace, [])
+                if "episodes" in r and "return" in r}
+
+    return points
+
+
+@dataclass
+class ReturnScores:
+    """Per-method row of the return table: per-run values and their summary over runs."""
+
+    method: str
+    runs: list[str]
+    episodes: list[int]              # per run: training episodes played
+    best_return: list[float]         # per run: the highest return of one iteration
+    eval_return: list[float]         # per run: the last evaluation's mean return
+    eval_success: list[float]        # per run: the last evaluation's success rate
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def return_scores(runs: Sequence[Run]) -> list[ReturnScores]:
+    """The return table of the runs that log ``iteration.csv`` (the LLM optimisers)."""
+    out = []
+    played = [r for r in runs if any("return" in row for row in r.csvs.get("iteration", []))]
+    for method, group in by_method(played).items():
+        evals = [rows[-1] for r in group if (rows := [e for e in r.csvs.get("eval", [])
+                                                      if "return" in e])]
+        out.append(ReturnScores(
+            method=method, runs=[r.name for r in group], episodes=[r.episodes for r in group],
+            best_return=[max(row["return"] for row in r.csvs["iteration"] if "return" in row)
+                         for r in group],
+            eval_return=[e["return"] for e in evals],
+            eval_success=[e["success_rate"] for e in evals if "success_rate" in e]))
+    return out

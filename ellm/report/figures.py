@@ -30,7 +30,8 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
-def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) -> Path:
+def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
+                xlabel: str = "frames") -> Path:
     """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -42,10 +43,10 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str) ->
         line, = ax.plot(x, mean, marker=markers[-1], markersize=5,
                         label=f"{curve.method} (n={len(curve.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_xlabel("frames")
+    ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
     return _save(fig, ax, path, title, ylabel, bool(curves), {
-        "title": title, "xlabel": "frames", "ylabel": ylabel,
+        "title": title, "xlabel": xlabel, "ylabel": ylabel,
         "spread": "mean +- std over runs (ddof=0)",
         "series": [{**c.as_dict(), "marker": m} for c, m in zip(curves, markers)]})
 

@@ -83,16 +83,35 @@ def cfg_get(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def game_of(config: Mapping[str, Any]) -> Game:
-    """The game a run ran on: as recorded (``game``), else (older runs) from its env name; an
-    unknown name is read as the default game, Crafter."""
-    game = game_named(config.get("game")) if "game" in config else None
-    if game is None:
-        try:
-            game = find_game(cfg_get(config, "env_spec.name"))
-        except ConfigError:
-            game = GAMES[0]
-    return game
+@dataclass(frozen=True)
+class OtherGame:
+    """A game the training loop does not run (a gymnasium control task, Meta-World) that a
+    run recorded as its ``game``: what the report needs of it, nothing more."""
+
+    name: str
+    label: str
+    scores_achievements: bool = False
+    progress_metric: tuple[str, str] | None = None
+
+
+_OTHER_GAMES: dict[tuple[str, str], OtherGame] = {}
+
+
+def game_of(config: Mapping[str, Any]) -> Game | OtherGame:
+    """The game a run ran on: as recorded (``game``; one the training loop does not know is an
+    :class:`OtherGame` labelled by the recorded ``game_label``), else (older runs) from its env
+    name; an unknown env name is read as the default game, Crafter."""
+    if "game" in config:
+        game = game_named(config["game"])
+        if game is None:
+            name = str(config["game"])
+            key = (name, str(config.get("game_label", name)))
+            return _OTHER_GAMES.setdefault(key, OtherGame(*key))
+        return game
+    try:
+        return find_game(cfg_get(config, "env_spec.name"))
+    except ConfigError:
+        return GAMES[0]
 
 
 def is_random(config: Mapping[str, Any]) -> bool:
@@ -112,6 +131,8 @@ def baseline(config: Mapping[str, Any]) -> str | None:
 
 def uses_lm(config: Mapping[str, Any]) -> bool:
     """True when the LM suggester's goals drive the reward (ELLM runs and the Novelty baseline)."""
+    if "uses_lm" in config:
+        return bool(config["uses_lm"])
     if "method" in config:
         return (str(config["method"]).startswith("ellm-")
                 or config["method"] in ("novelty", "llm-policy"))
@@ -153,6 +174,8 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
 
 def _recorded_method(config: Mapping[str, Any]) -> str:
     method = str(config["method"])
+    if "method_label" in config:  # a run that names itself (the LLM optimisers)
+        return str(config["method_label"])
     if method == "ellm-llm":
         name = f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
     elif method == "llm-policy":
@@ -218,7 +241,7 @@ class Run:
         return int(seed) if _num(seed) is not None else None
 
     @property
-    def game(self) -> Game:
+    def game(self) -> Game | OtherGame:
         return game_of(self.config)
 
     @property
@@ -242,9 +265,19 @@ class Run:
                     or any(self.csvs.values()))
 
     @property
+    def episodes(self) -> int:
+        """Training episodes played so far, for runs that count them (``iteration.csv``)."""
+        rows = self.csvs.get("iteration", [])
+        return int(rows[-1].get("episodes", 0)) if rows else 0
+
+    @property
     def status(self) -> str:
         if not self.has_data:
             return "no data yet"
+        if "num_train_episodes" in self.config:  # an optimiser's budget is episodes
+            target = int(self.config["num_train_episodes"])
+            done = f"{self.episodes:,} / {target:,} episodes"
+            return f"complete ({done})" if self.episodes >= target else f"partial ({done})"
         if self.target_frames == 0:  # a policy that plays without training (llf_run.py)
             return f"evaluation only ({self.frames:,} env steps)"
         done = f"{self.frames:,} / {self.target_frames:,} frames"

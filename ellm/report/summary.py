@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ellm.games import GAMES
-from ellm.report.aggregate import LMUsage, MethodScores
+from ellm.report.aggregate import LMUsage, MethodScores, ReturnScores
 from ellm.report.runs import Run
 
 if TYPE_CHECKING:
@@ -84,6 +84,16 @@ def lm_table(rows: Sequence[LMUsage]) -> list[str]:
          f"{u.tokens_per_1m:,.0f}", f"{u.dollars_per_1m:.4f}", f"{u.dollars:.4f}") for u in rows])
 
 
+RETURN_COLUMNS = ("method", "runs", "episodes", "best return", "last eval return",
+                  "last eval success rate")
+
+
+def return_table(rows: Sequence[ReturnScores]) -> list[str]:
+    return _table(RETURN_COLUMNS, [
+        (r.method, str(len(r.runs)), _span(r.episodes), _ms(r.best_return), _ms(r.eval_return),
+         _ms(r.eval_success)) for r in rows])
+
+
 def run_table(runs: Sequence[Run]) -> list[str]:
     return _table(RUN_COLUMNS, [
         (r.method, "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
@@ -104,12 +114,14 @@ def render(report: Report) -> str:
         out += ["No run has logged any data yet: nothing to plot.", ""]
         return "\n".join(out)
 
-    out += ["## Achievements unlocked per episode", ""]
-    if "achievements_eval" in report.figures:
-        out += ["Evaluation episodes:", "",
-                "![achievements per eval episode](achievements_eval.png)", ""]
-    else:
-        out += ["No Crafter evaluation has run yet.", ""]
+    trained = [r for r in with_data if not r.csvs.get("iteration")]  # not an LLM optimiser
+    if trained or not report.returns:
+        out += ["## Achievements unlocked per episode", ""]
+        if "achievements_eval" in report.figures:
+            out += ["Evaluation episodes:", "",
+                    "![achievements per eval episode](achievements_eval.png)", ""]
+        else:
+            out += ["No Crafter evaluation has run yet.", ""]
     if "achievements_train" in report.figures:
         out += ["Training episodes (binned by frames; `--bin-frames N` gives finer bins):", "",
                 "![achievements per training episode](achievements_train.png)", ""]
@@ -122,6 +134,15 @@ def render(report: Report) -> str:
             if key in report.figures:
                 out += [f"![success rates, {what}]({key}.png)", ""]
 
+    if report.returns:
+        out += ["## Return against episodes", "", *return_table(report.returns), "",
+                ("Runs that search policies with an LLM or at random (policy search, code as "
+                 "policy). *best return*: the highest return of one iteration (a setting or "
+                 "rollout tried); *last eval*: the mean return and success rate of the run's "
+                 "last evaluation."), ""]
+        for key, figure in report.figures.items():
+            if key.endswith("_return"):
+                out += [f"![{key.replace('_', ' ')}]({figure.name})", ""]
     if report.lm:
         out += ["## LM usage", "", *lm_table(report.lm), "",
                 ("Counts are summed over the runs of a method and divided by their frames; the "

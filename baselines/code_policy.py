@@ -1,0 +1,244 @@
+"""Code as policy: a language model rewrites a policy function from language feedback after each
+rollout (Trace's OptoPrime optimiser, package ``trace-opt``).
+
+The policy is Python source held by a trainable Trace node. Each iteration, a traced operation
+plays one rollout with that code in a :class:`baselines.sandbox.Sandbox` (time limit, no files,
+no network) and returns a short summary; the feedback describes the rollout (return, success,
+a few steps with what the environment or the expert said) and, when the code failed, the error
+("your code raised ..."). OptoPrime reads the code, the summary and the feedback, asks the model
+through :class:`baselines.opto_llm.ClientLLM` (the project's LM client), and replaces the code
+with the model's suggestion. An answer with no usable suggestion keeps the code (counted).
+
+Targets (:class:`CodeTarget`): :class:`MetaWorldTarget` (pick-place, expert feedback) and
+:class:`CrafterTarget` (``llf-crafter-v0`` with its own feedback).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+import text_crafter
+from baselines.metaworld_feedback import PickPlace
+from baselines.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+Policy = Callable[[Any], tuple[Any, str | None]]  # observation -> (action, error or None)
+MAX_SHOWN: Final = 600  # characters of one observation or action in the feedback
+
+METAWORLD_CODE: Final = '''def controller(obs):
+    """Chooses the next action of the robot arm.
+
+    obs: a dict with "hand_pos" [x, y, z] (metres), "gripper_distance_apart" (0 closed to 1
+    open), "puck_pos" [x, y, z], "puck_rot" (a quaternion) and "goal_pos" [x, y, z].
+    Returns [x, y, z, g]: where the hand should move next and the gripper effort g, from -1
+    (open) to 1 (closed).
+    """
+    return obs["hand_pos"] + [-1.0]
+'''
+CRAFTER_CODE: Final = '''def act(obs):
+    """Chooses the next action in the Crafter text game.
+
+    obs: a dict with "observation" (what the player sees, where the nearest things are, its
+    inventory and vitals, in words) and "feedback" (words about the previous action; None at
+    the start). Returns one action name, such as "move left", "chop tree" or
+    "place crafting table".
+    """
+    return "do nothing"
+'''
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    observation: Any
+    action: Any
+    feedback: str | None
+
+
+@dataclass
+class Rollout:
+    """One episode of a policy: its steps, return, success and the error that ended it."""
+
+    steps: list[StepRecord] = field(default_factory=list)
+    ret: float = 0.0
+    success: bool = False
+    error: str | None = None
+
+    def summary(self) -> str:
+        """One line: the traced operation's output."""
+        done = "task done" if self.success else "task not done"
+        text = f"return {self.ret:.2f} in {len(self.steps)} steps, {done}"
+        return text + (f"; the code failed: {self.error}" if self.error else "")
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + " ..."
+
+
+def feedback_text(rollout: Rollout, shown: int) -> str:
+    """The feedback OptoPrime gets: the outcome, the error if any (with the step it happened
+    at) and ``shown`` steps spread over the rollout (the first and the last included)."""
+    n = len(rollout.steps)
+    outcome = "done" if rollout.success else "not done"
+    ended = f"The episode ended after {n} steps with return {rollout.ret:.2f}; the task was "
+    lines = [ended + f"{outcome}."]
+    if rollout.error:
+        lines.append(f"Your code raised an error at step {n + 1}, which stopped the episode: "
+                     f"{rollout.error}")
+    if n and shown:
+        picks = sorted({round(i) for i in np.linspace(0, n - 1, min(shown, n))})
+        lines.append(f"Some of the {n} steps:")
+        for i in picks:
+            step = rollout.steps[i]
+            line = (f"Step {i + 1}: observation {_short(step.observation)}; your action "
+                    f"{_short(step.action)}")
+            lines.append(line + (f"; feedback: {step.feedback}" if step.feedback else ""))
+    return "\n".join(lines)
+
+
+class CodeTarget(Protocol):
+    """An environment whose policy is code: what the code is called and starts as, how a
+    rollout goes, and the scripted and random references."""
+
+    game: str
+    game_label: str
+    entry: str           # the function the code defines
+    initial_code: str
+    objective: str       # the task in words, for OptoPrime's instruction
+
+    def rollout(self, policy: Policy, seed: int) -> Rollout: ...
+
+    def expert(self) -> Policy | None: ...
+
+    def random(self, rng: np.random.Generator) -> Policy: ...
+
+    def close(self) -> None: ...
+
+
+class MetaWorldTarget:
+    """Meta-World pick-place with expert feedback (:mod:`baselines.metaworld_feedback`)."""
+
+    game, game_label, entry = "metaworld", "Meta-World", "controller"
+    initial_code = METAWORLD_CODE
+
+    def __init__(self, horizon: int, substeps: int, seed: int) -> None:
+        self.horizon = horizon
+        self.env = PickPlace(substeps=substeps, seed=seed)
+        self.objective = (
+            "Change the code of controller so that the robot arm grasps the puck and places it "
+            f"at the goal position within {horizon} actions. The feedback reports rollouts of "
+            "your controller and, at some steps, where the scripted expert would have sent "
+            "the hand; each action moves the hand toward [x, y, z] for a short while.")
+
+    def rollout(self, policy: Policy, seed: int) -> Rollout:
+        out = Rollout()
+        obs = self.env.reset(seed)
+        for _ in range(self.horizon):
+            action, error = policy(obs)
+            if error is None:
+                action, error = _target(action)
+            if error is not None:
+                out.error = error
+                break
+            step = self.env.step(action)
+            out.steps.append(StepRecord(obs, action, step.feedback))
+            out.ret += step.reward
+            obs = step.obs
+            if step.success:
+                out.success = True
+                break
+        return out
+
+    def expert(self) -> Policy:
+        return lambda obs: (self.env.expert_action(), None)
+
+    def random(self, rng: np.random.Generator) -> Policy:
+        def act(obs: Any) -> tuple[Any, str | None]:
+            return [float(rng.uniform(-0.3, 0.3)), float(rng.uniform(0.4, 0.9)),
+                    float(rng.uniform(0.02, 0.3)), float(rng.uniform(-1, 1))], None
+        return act
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _target(action: Any) -> tuple[list[float] | None, str | None]:
+    """An action as 4 finite numbers, or the error in words."""
+    try:
+        values = [float(v) for v in action]
+    except (TypeError, ValueError):
+        values = []
+    if len(values) != 4 or not all(math.isfinite(v) for v in values):
+        return None, (f"controller returned {_short(action)}, but it must return 4 numbers "
+                      "[x, y, z, g]")
+    return values, None
+
+
+class CrafterTarget:
+    """``llf-crafter-v0`` with one task; the code reads the observation and the feedback."""
+
+    game, game_label, entry = "crafter", "", "act"
+    initial_code = CRAFTER_CODE
+
+    def __init__(self, task: str, length: int, version: int, feedback_type: str) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.env = gym.make(text_crafter.LLF_ENV_ID, task=task, length=length,
+                                version=version, feedback_type=feedback_type)
+        self.task = task
+        self.objective = (
+            f'Change the code of act so that the player completes the task "{task}" in the '
+            f"Crafter text game within {length} steps. The feedback reports rollouts of your "
+            "code with the game's feedback at some steps. Valid actions include \"move "
+            "left\", \"move right\", \"move up\", \"move down\", \"do nothing\", \"chop tree\", "
+            "\"place crafting table\", \"make wood pickaxe\", \"drink water\", \"attack cow\", "
+            "\"mine stone\", \"sleep\".")
+
+    def rollout(self, policy: Policy, seed: int) -> Rollout:
+        out = Rollout()
+        obs, _ = self.env.reset(seed=seed)
+        feedback = None
+        while True:
+            seen = {"observation": obs["observation"], "feedback": feedback}
+            action, error = policy(seen)
+            if error is None and not isinstance(action, str):
+                error = f"act returned {_short(action)}, but it must return an action name"
+            if error is not None:
+                out.error = error
+                return out
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            feedback = obs["feedback"]
+            out.steps.append(StepRecord(seen["observation"], action, feedback))
+            out.ret += float(reward)
+            if terminated or truncated:
+                out.success = bool(info["success"])
+                return out
+
+    def expert(self) -> Policy | None:
+        return None  # python llf_run.py policy=scripted plays the feedback-following reference
+
+    def random(self, rng: np.random.Generator) -> Policy:
+        actions = self.env.unwrapped.actions
+        return lambda obs: (actions[int(rng.integers(len(actions)))], None)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def sandboxed(box: Sandbox) -> Policy:
+    """The policy of the code loaded in ``box``: its errors and time-outs come back as text."""
+
+    def act(obs: Any) -> tuple[Any, str | None]:
+        outcome = box.call(obs)
+        return outcome.value, outcome.error
+
+    return act

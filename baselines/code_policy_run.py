@@ -1,0 +1,258 @@
+"""A code-as-policy run (``python code_policy_run.py``, config ``code_policy.yaml``): each
+iteration plays one rollout of the current policy code and, with ``optimizer=llm``, takes one
+OptoPrime step from its feedback (:mod:`baselines.code_policy`, :mod:`baselines.opto_llm`).
+``optimizer=random`` plays random actions and ``optimizer=expert`` Meta-World's scripted expert,
+as references, without a model or code. The current policy is evaluated every ``eval_every``
+iterations and at the end.
+
+The run directory holds ``config.json`` (``method`` ``code-policy-llm`` / ``-random`` /
+``-expert``, ``method_label``, ``game``, ``uses_lm``, ``num_train_episodes``);
+``iteration.csv``, one row per rollout: ``iteration``, ``episodes``, ``return``, ``success``,
+``steps``, ``code_error`` (the code failed or timed out: the rollout stopped there),
+``updated`` / ``kept`` / ``unparsable`` / ``no_answer`` (what became of the OptoPrime step),
+``code_chars`` and the step's LM use (``lm_api_calls``, ``lm_prompt_tokens``,
+``lm_completion_tokens``, ``lm_latency_s``, ...); ``eval.csv`` (``episodes``, ``return``,
+``return_std``, ``success_rate``, ``episode_length``, ``code_errors``); ``lm.csv`` (the client's
+cumulative counters); ``codes.jsonl`` (per iteration: the code played, the rollout's summary,
+the feedback, the step's status and the model's answer); ``policy.py`` (the final code).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+import ellm
+from baselines.code_policy import (
+    CodeTarget,
+    CrafterTarget,
+    MetaWorldTarget,
+    Policy,
+    Rollout,
+    feedback_text,
+    sandboxed,
+)
+from baselines.optim_log import LMUsage, namespaced
+from baselines.sandbox import Sandbox
+from ellm.config import redacted
+from ellm.errors import ConfigError
+from ellm.lm import build_client, parse_lm_spec
+from ellm.logger import Logger
+from ellm.schema import integer, is_num, one_of, parse, valid
+from text_crafter.llf_base import FEEDBACK_TYPES
+from text_crafter.tasks import SINGLE_TASKS
+
+log = logging.getLogger(__name__)
+METAWORLD = "metaworld-pick-place-v3"
+ENVS = (METAWORLD, "llf-crafter-v0")
+SEED_STRIDE, EVAL_OFFSET = 1_000_000, 500_000  # as in policy search
+STATUSES = ("updated", "kept", "unparsable", "no_answer")
+
+
+@dataclass(frozen=True)
+class CodeOptions:
+    """Top-level keys of ``code_policy.yaml`` (documented there)."""
+
+    optimizer: str = one_of("llm", "random", "expert")
+    seed: int = integer(0)
+    iterations: int = integer(1)
+    eval_every: int = integer(0)
+    num_eval_episodes: int = integer(0)
+    feedback_steps: int = integer(0)
+    memory_size: int = integer(0)
+    code_timeout: float = valid("a number > 0", lambda v: is_num(v) and v > 0)
+    code_memory_mb: int = integer(256)
+
+
+@dataclass(frozen=True)
+class CodeEnvOptions:
+    """``env_spec`` keys of ``code_policy.yaml``."""
+
+    name: str = one_of(*ENVS)
+    horizon: int = integer(1)
+    substeps: int = integer(1)
+    single_task: str = one_of(*SINGLE_TASKS)
+    feedback_type: str = one_of(*FEEDBACK_TYPES)
+    length: int = integer(1)
+    version: int = one_of(1, 2)
+
+
+def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
+    """Check the config once; a :class:`ConfigError` names the key."""
+    opts = parse(CodeOptions, cfg)
+    spec = parse(CodeEnvOptions, cfg.env_spec, "env_spec.")
+    if spec.name == METAWORLD and spec.horizon * spec.substeps > 500:
+        raise ConfigError(f"env_spec.horizon * env_spec.substeps = {spec.horizon * spec.substeps}"
+                          " is more than Meta-World's 500 simulator steps per episode")
+    if opts.optimizer == "expert" and spec.name != METAWORLD:
+        raise ConfigError(f"optimizer=expert is for {METAWORLD}; on llf-crafter-v0 the "
+                          "feedback-following reference is `python llf_run.py policy=scripted`")
+    if opts.optimizer == "llm":
+        try:
+            parse_lm_spec(cfg.env_spec.lm_spec)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    return opts, spec
+
+
+def make_target(opts: CodeOptions, spec: CodeEnvOptions) -> CodeTarget:
+    if spec.name == METAWORLD:
+        return MetaWorldTarget(spec.horizon, spec.substeps, opts.seed)
+    return CrafterTarget(spec.single_task, spec.length, spec.version, spec.feedback_type)
+
+
+class CodePolicyRun:
+    """One code-as-policy run; ``run()`` plays it and returns the last evaluation's metrics."""
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
+        self.cfg = cfg
+        self.opts, self.spec = validate(cfg)
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.target = make_target(self.opts, self.spec)
+        self.rng = np.random.default_rng(self.opts.seed)
+        self.sandbox = Sandbox(self.opts.code_timeout, self.opts.code_memory_mb)
+        self.client = self.learner = None
+        self.last: Rollout | None = None
+        if self.opts.optimizer == "llm":
+            try:
+                from baselines.opto_llm import CodeOptimizer
+            except ImportError as err:
+                raise ConfigError(f"optimizer=llm needs Trace (trace-opt): pip install -e "
+                                  f"'.[optim]' ({err})") from None
+            self.client = build_client(cfg.env_spec.lm_spec)
+            self.learner = CodeOptimizer(self.client, self.target.initial_code,
+                                         self.target.entry, self.target.objective,
+                                         self._play_code, self.opts.memory_size)
+        self.usage = LMUsage(self.client)
+        self.counts: Counter[str] = Counter()
+        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        self.logger = Logger(self.run_dir)
+        self.frame = self.episodes = 0
+
+    def record(self) -> dict[str, Any]:
+        config = redacted(self.cfg)
+        if self.client is not None:
+            config["env_spec"]["lm_spec"]["lm"] = self.client.spec.lm
+        if self.spec.name == METAWORLD:
+            config["env_spec"]["single_task"] = None  # not a Crafter run
+        label = {"random": "Random actions (code-policy reference)",
+                 "expert": "Scripted expert (code-policy reference)"}.get(
+            self.opts.optimizer, f"Code as policy (OptoPrime), LLM "
+                                 f"{self.client.spec.lm if self.client else ''}")
+        return {"method": f"code-policy-{self.opts.optimizer}", "method_label": label,
+                "game": self.target.game, "game_label": self.target.game_label,
+                "uses_lm": self.client is not None, "ellm_version": ellm.__version__,
+                **config, "num_train_episodes": self.opts.iterations}
+
+    # ---- playing ----------------------------------------------------------------------------
+    def _seed(self, eval_episode: int | None = None) -> int:
+        base = self.opts.seed * SEED_STRIDE
+        return base + (self.episodes if eval_episode is None else EVAL_OFFSET + eval_episode)
+
+    def _policy(self, code: str | None) -> tuple[Policy, str | None]:
+        """The policy to play: the code in the sandbox, or a reference; and a load error."""
+        if self.opts.optimizer == "random":
+            return self.target.random(self.rng), None
+        if self.opts.optimizer == "expert":
+            return self.target.expert(), None
+        loaded = self.sandbox.load(code or "", self.target.entry)
+        return sandboxed(self.sandbox), loaded.error
+
+    def _play(self, code: str | None, seed: int) -> Rollout:
+        policy, error = self._policy(code)
+        if error is not None:
+            return Rollout(error=error)
+        return self.target.rollout(policy, seed)
+
+    def _play_code(self, code: str) -> str:
+        """The traced operation's body: a training rollout of ``code``; its summary."""
+        self.last = self._play(code, self._seed())
+        return self.last.summary()
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> dict[str, float]:
+        o = self.opts
+        with (self.run_dir / "codes.jsonl").open("a") as codes:
+            for i in range(1, o.iterations + 1):
+                self._iteration(i, codes)
+                if o.eval_every and i % o.eval_every == 0 and i < o.iterations:
+                    self.evaluate()
+        metrics = self.evaluate()
+        if self.learner is not None:
+            (self.run_dir / "policy.py").write_text(self.learner.source)
+        self.logger.close()
+        self.sandbox.close()
+        self.target.close()
+        return metrics
+
+    def _iteration(self, i: int, codes: Any) -> None:
+        start = time.monotonic()
+        code = self.learner.source if self.learner else None
+        if self.learner is not None:
+            output = self.learner.rollout()
+            rollout = self.last
+            feedback = feedback_text(rollout, self.opts.feedback_steps)
+            step = self.learner.step(output, feedback)
+            status, answer = step.status, step.answer
+        else:
+            rollout = self._play(None, self._seed())
+            feedback, status, answer = feedback_text(rollout, self.opts.feedback_steps), "", None
+        self.counts[status or self.opts.optimizer] += 1
+        self.episodes += 1
+        self.frame += len(rollout.steps)
+        row = {"iteration": i, "episodes": self.episodes, "return": rollout.ret,
+               "success": float(rollout.success), "steps": len(rollout.steps),
+               "code_error": float(rollout.error is not None),
+               **{s: float(status == s) for s in STATUSES},
+               "code_chars": len(code or ""), "seconds": time.monotonic() - start,
+               **self.usage.step()}
+        self.logger.log({**namespaced("iteration", row), **self.usage.totals()}, self.frame)
+        codes.write(json.dumps({"iteration": i, "code": code, "summary": rollout.summary(),
+                                "feedback": feedback, "status": status, "answer": answer})
+                    + "\n")
+        codes.flush()
+        log.info("iteration %d/%d: %s%s", i, self.opts.iterations, rollout.summary(),
+                 f" [{status}]" if status else "")
+
+    def evaluate(self) -> dict[str, float]:
+        """Play the current policy on the evaluation worlds (no update); log the means."""
+        code = self.learner.source if self.learner else None
+        rollouts = [self._play(code, self._seed(j)) for j in range(self.opts.num_eval_episodes)]
+        returns = [r.ret for r in rollouts] or [float("nan")]
+        row = {"episodes": self.episodes, "return": float(np.mean(returns)),
+               "return_std": float(np.std(returns)),
+               "success_rate": float(np.mean([r.success for r in rollouts] or [0.0])),
+               "episode_length": float(np.mean([len(r.steps) for r in rollouts] or [0.0])),
+               "code_errors": float(sum(r.error is not None for r in rollouts))}
+        self.logger.log(namespaced("eval", row), self.frame)
+        log.info("evaluation after %d iterations: return %.2f +- %.2f, success rate %.2f over "
+                 "%d episodes", self.episodes, row["return"], row["return_std"],
+                 row["success_rate"], len(rollouts))
+        return row
+
+    def closing_message(self, metrics: dict[str, float]) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        played = (f"Played {self.opts.iterations} rollouts on {self.spec.name} with the "
+                  f"{self.opts.optimizer} optimizer ({counts}); last evaluation over "
+                  f"{self.opts.num_eval_episodes} episodes: return {metrics['return']:.2f} +- "
+                  f"{metrics['return_std']:.2f}, success rate {metrics['success_rate']:.2f}.")
+        lines = [played]
+        if self.client is not None:
+            m = self.client.metrics()
+            lines.append(f"LM: {m['api_calls']:.0f} calls, {m['cache_hits']:.0f} cache hits, "
+                         f"{m['prompt_tokens'] + m['completion_tokens']:.0f} tokens, "
+                         f"{m['latency_s']:.2f} s per call, ${m['dollars']:.4f}; the final code "
+                         f"is in {self.run_dir / 'policy.py'}.")
+        report = self.run_dir / "report"
+        lines += [f"Run dir: {self.run_dir}",
+                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
+        return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Meta-World pick-place as a language-feedback task: actions are where the hand should go, and
+feedback compares them with Meta-World's scripted expert (``SawyerPickPlaceV3Policy``).
+
+As in LLF-Bench's Meta-World environments, one action is a target ``[x, y, z, g]``: a
+proportional controller (the expert's own, gain 10) moves the hand toward ``(x, y, z)`` for
+``substeps`` simulator steps with gripper effort ``g`` (-1 open .. 1 closed). With 10 substeps
+the expert places the puck in about 7 actions. The observation is a dict of plain lists:
+``hand_pos``, ``gripper_distance_apart``, ``puck_pos``, ``puck_rot``, ``goal_pos``. The reward
+of an action is Meta-World's mean reward over its substeps (0-10); success is Meta-World's (the
+puck within 7 cm of the goal), and ends the episode.
+
+Feedback after each action (our wording): the reward; whether the hand came closer to where the
+expert would have sent it; what the expert would do now (``expert_action``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Final
+
+import gymnasium as gym
+import numpy as np
+
+TASK: Final = "pick-place-v3"
+GAIN: Final = 10.0  # the scripted policies' proportional gain (metaworld.policies.move)
+MAX_SIM_STEPS: Final = 500  # Meta-World's episode limit
+
+
+@dataclass(frozen=True)
+class Transition:
+    obs: dict[str, Any]
+    reward: float
+    success: bool
+    feedback: str
+
+
+def _plain(obs: np.ndarray) -> dict[str, Any]:
+    r = [round(float(v), 3) for v in obs]
+    return {"hand_pos": r[0:3], "gripper_distance_apart": r[3], "puck_pos": r[4:7],
+            "puck_rot": r[7:11], "goal_pos": r[-3:]}
+
+
+class PickPlace:
+    """Meta-World pick-place with target actions and expert feedback (module docstring)."""
+
+    def __init__(self, substeps: int = 10, seed: int = 0) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Meta-World warns about its observation space
+            import metaworld  # noqa: F401 - registers the Meta-World/ ids
+            from metaworld.policies import SawyerPickPlaceV3Policy
+
+            self.env = gym.make("Meta-World/MT1", env_name=TASK, seed=seed,
+                                disable_env_checker=True)
+        self.expert = SawyerPickPlaceV3Policy()
+        self.substeps = substeps
+        self._obs: np.ndarray | None = None
+
+    def reset(self, seed: int) -> dict[str, Any]:
+        """A new episode (the puck and goal positions follow ``seed``)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._obs, _ = self.env.reset(seed=seed)
+        return _plain(self._obs)
+
+    @property
+    def observation(self) -> dict[str, Any]:
+        assert self._obs is not None, "reset first"
+        return _plain(self._obs)
+
+    def expert_action(self) -> list[float]:
+        """What the scripted expert would do now: its target position and gripper effort."""
+        parts = self.expert._parse_obs(self._obs)
+        target = self.expert._desired_pos(parts)
+        return [round(float(v), 3) for v in target] + [float(self.expert._grab_effort(parts))]
+
+    def step(self, action: list[float]) -> Transition:
+        """Move toward ``action`` for ``substeps`` simulator steps (stops early on success)."""
+        assert self._obs is not None, "reset first"
+        expert = np.asarray(self.expert_action()[:3])
+        before = float(np.linalg.norm(self._obs[:3] - expert))
+        target = np.asarray(action[:3], dtype=float)
+        grip = float(np.clip(action[3], -1.0, 1.0))
+        rewards, success = [], False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(self.substeps):
+                delta = np.clip(GAIN * (target - self._obs[:3]), -1.0, 1.0)
+                self._obs, reward, _, _, info = self.env.step(
+                    np.append(delta, grip).astype(np.float32))
+                rewards.append(float(reward))
+                if info["success"]:
+                    success = True
+                    break
+        reward = float(np.mean(rewards))
+        after = float(np.linalg.norm(self._obs[:3] - expert))
+        return Transition(_plain(self._obs), reward, success,
+                          self._feedback(reward, success, before, after))
+
+    def _feedback(self, reward: float, success: bool, before: float, after: float) -> str:
+        if success:
+            return f"Reward {reward:.2f}: the puck is at the goal. Task done."
+        moved = after - before
+        if abs(moved) < 0.005:
+            hindsight = "the hand barely moved relative to where the expert would go"
+        elif moved < 0:
+            hindsight = (f"good: the hand came {-moved * 100:.0f} cm closer to where the "
+                         "expert would go")
+        else:
+            hindsight = (f"the hand went {moved * 100:.0f} cm further from where the expert "
+                         "would go")
+        x, y, z, g = self.expert_action()
+        grip = "closed" if g > 0 else "open"
+        return (f"Reward {reward:.2f}; {hindsight}. The expert would now send the hand to "
+                f"[{x:.3f}, {y:.3f}, {z:.3f}] with the gripper {grip} ({g:g}).")
+
+    def close(self) -> None:
+        self.env.close()

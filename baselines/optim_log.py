@@ -1,0 +1,55 @@
+"""What the two LLM-optimiser runs (policy search, code as policy) write alike.
+
+Each iteration is one row of ``iteration.csv`` (``iteration/<key>`` through
+:class:`ellm.logger.Logger`) with ``episodes``, the training episodes played so far, and
+``return``: the report plots return against episodes from these two columns for any run that
+has them. :class:`LMUsage` turns the client's cumulative counters into one iteration's share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ellm.lm import LMClient
+
+# Per-iteration differences of these cumulative client counters.
+_COUNTED = ("api_calls", "cache_hits", "prompt_tokens", "completion_tokens", "parse_errors",
+            "api_errors", "budget_refusals")
+
+
+class LMUsage:
+    """One iteration's LM calls, tokens and latency, from the client's cumulative counters."""
+
+    def __init__(self, client: LMClient | None) -> None:
+        self.client = client
+        self._before = self._now()
+
+    def _now(self) -> dict[str, float]:
+        if self.client is None:
+            return {}
+        m = self.client.metrics()
+        return {**{k: m[k] for k in _COUNTED}, "seconds": m["latency_s"] * m["api_calls"]}
+
+    def step(self) -> dict[str, float]:
+        """``lm_<counter>`` increments since the last call, and ``lm_latency_s``: the mean
+        seconds per API call of this iteration (0 without calls)."""
+        if self.client is None:
+            return {}
+        now = self._now()
+        diff = {k: now[k] - self._before.get(k, 0.0) for k in now}
+        self._before = now
+        seconds = diff.pop("seconds")
+        out = {f"lm_{k}": v for k, v in diff.items()}
+        out["lm_latency_s"] = seconds / diff["api_calls"] if diff["api_calls"] else 0.0
+        return out
+
+    def totals(self) -> dict[str, float]:
+        """The client's cumulative counters as ``lm/<counter>`` (the report's LM table)."""
+        if self.client is None:
+            return {}
+        return {f"lm/{k}": v for k, v in self.client.metrics().items()}
+
+
+def namespaced(namespace: str, row: Mapping[str, Any]) -> dict[str, float]:
+    return {f"{namespace}/{k}": float(v) for k, v in row.items()}

@@ -1,0 +1,241 @@
+"""Policy search with a language model as the optimiser (after ProPS, Zhou et al., 2025).
+
+A small policy has a few real parameters. A buffer holds every setting tried so far with the
+episode return it earned; the buffer is rendered into a prompt and the language model answers
+the next setting to try. Warm-up settings are drawn uniformly at random.
+
+- :class:`ParameterSpace`: the parameter names and their common range; random settings.
+- :class:`ParameterBuffer`: (setting, return) pairs; which of them a prompt shows.
+- :func:`parse_proposal`: the setting an answer names, and what went wrong when it names none.
+- :class:`LLMProposer`: prompt -> :class:`ellm.lm.LMClient` -> parsed setting; an answer that
+  names no setting (or no answer at all) is replaced by a random setting, a value out of range is
+  clipped to it, and both are counted. :class:`RandomProposer`: the random-search reference.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from ellm.lm import LMClient
+
+# What became of a proposal (counted per run): the answer's setting as is; with values clipped
+# into range; a random setting because the answer named none / there was no answer (API error,
+# spent budget); a random setting by design (warm-up, random search).
+STATUSES: Final = ("ok", "clipped", "unparsable", "no_answer", "warmup", "random")
+FALLBACK_STATUSES: Final = ("unparsable", "no_answer")
+SYSTEM: Final = ("You suggest the next parameter values for a black-box optimiser. Reply with "
+                 "one line of parameter values and nothing else.")
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+@dataclass(frozen=True)
+class ParameterSpace:
+    """Named real parameters sharing the range [low, high], written with ``decimals`` digits."""
+
+    names: tuple[str, ...]
+    low: float
+    high: float
+    decimals: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.names or len(set(self.names)) != len(self.names):
+            raise ValueError(f"parameter names must be distinct and non-empty: {self.names}")
+        if not self.low < self.high:
+            raise ValueError(f"the parameter range [{self.low}, {self.high}] is empty")
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """A setting drawn uniformly from the range, rounded to ``decimals``."""
+        return self.round(rng.uniform(self.low, self.high, self.size))
+
+    def round(self, values: Sequence[float]) -> np.ndarray:
+        return np.clip(np.round(np.asarray(values, dtype=float), self.decimals),
+                       self.low, self.high)
+
+    def clip(self, values: Sequence[float]) -> tuple[np.ndarray, bool]:
+        """``values`` rounded and clipped into range, and whether any lay outside it."""
+        array = np.asarray(values, dtype=float)
+        outside = bool(np.any((array < self.low) | (array > self.high)))
+        return self.round(array), outside
+
+    def format(self, values: Sequence[float]) -> str:
+        """``w0=1.5, w1=-0.25`` (each value with ``decimals`` digits)."""
+        return ", ".join(f"{name}={value:.{self.decimals}f}"
+                         for name, value in zip(self.names, values))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One setting tried and the (mean) return it earned; ``order``: when it was added."""
+
+    params: tuple[float, ...]
+    ret: float
+    order: int
+
+
+class ParameterBuffer:
+    """Every (setting, return) pair of a run, in the order tried."""
+
+    def __init__(self, space: ParameterSpace) -> None:
+        self.space = space
+        self.entries: list[Entry] = []
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, params: Sequence[float], ret: float) -> Entry:
+        if len(params) != self.space.size:
+            raise ValueError(f"expected {self.space.size} parameters, got {len(params)}")
+        entry = Entry(tuple(float(p) for p in params), float(ret), len(self.entries))
+        self.entries.append(entry)
+        return entry
+
+    @property
+    def best(self) -> Entry | None:
+        """The entry of the highest return (the earliest one on a tie)."""
+        return max(self.entries, key=lambda e: (e.ret, -e.order), default=None)
+
+    def shown(self, limit: int) -> list[Entry]:
+        """The entries a prompt shows, at most ``limit``: all of them while they fit, else the
+        ``ceil(limit / 2)`` best and the most recent ones; ordered by return, lowest first (on a
+        tie the older first), so the best setting is the last line the model reads."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        chosen = self.entries
+        if len(chosen) > limit:
+            ranked = sorted(chosen, key=lambda e: (-e.ret, e.order))
+            best = {e.order for e in ranked[:math.ceil(limit / 2)]}
+            recent = [e.order for e in reversed(chosen) if e.order not in best]
+            keep = best | set(recent[:limit - len(best)])
+            chosen = [e for e in chosen if e.order in keep]
+        return sorted(chosen, key=lambda e: (e.ret, e.order))
+
+    def render(self, limit: int) -> str:
+        """One line per shown entry: ``w0=1.50, w1=-0.25 -> return 12.34``."""
+        return "\n".join(f"{self.space.format(e.params)} -> return {e.ret:.2f}"
+                         for e in self.shown(limit))
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A setting to try and how it came about (one of :data:`STATUSES`)."""
+
+    params: tuple[float, ...]
+    status: str
+    answer: str | None = None  # the model's answer, when there was one
+
+    @property
+    def fallback(self) -> bool:
+        return self.status in FALLBACK_STATUSES
+
+
+def parse_proposal(answer: str, space: ParameterSpace) -> tuple[list[float] | None, str]:
+    """The values an answer proposes, read leniently, and the status ``ok`` or ``unparsable``.
+
+    ``name=value`` / ``name: value`` pairs for every name win (anywhere in the answer, the
+    first of each name); else the first line holding exactly as many numbers as there are
+    parameters (``[1.5, -0.25]``). Values are returned as written, not yet clipped; a value that
+    is not finite makes the answer unparsable."""
+    values: list[float] = []
+    for name in space.names:
+        match = re.search(rf"(?<![\w.]){re.escape(name)}\s*[:=]\s*({_NUMBER})", answer)
+        if match is None:
+            break
+        values.append(float(match.group(1)))
+    else:
+        return _finite(values)
+    for line in answer.splitlines():
+        numbers = re.findall(rf"(?<![\w.]){_NUMBER}", line)
+        if len(numbers) == space.size:
+            return _finite([float(n) for n in numbers])
+    return None, "unparsable"
+
+
+def _finite(values: list[float]) -> tuple[list[float] | None, str]:
+    if all(math.isfinite(v) for v in values):
+        return values, "ok"
+    return None, "unparsable"
+
+
+class RandomProposer:
+    """Random search: every setting uniformly at random (the reference)."""
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator) -> None:
+        self.space = space
+        self.rng = rng
+        self.counts: Counter[str] = Counter()
+
+    def draw(self, status: str) -> Proposal:
+        """A random setting, counted under ``status`` (``warmup``, ``random``, a fallback)."""
+        self.counts[status] += 1
+        return Proposal(tuple(self.space.sample(self.rng)), status)
+
+    def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
+        """The setting to try at proposal ``iteration`` (1, 2, ...) after those in ``buffer``."""
+        return self.draw("random")
+
+
+class LLMProposer(RandomProposer):
+    """The language model proposes each setting from the rendered buffer (module docstring).
+
+    ``task``: the policy and its environment in words; ``step``: the step size the prompt
+    suggests for moves around the best settings; ``prompt_entries``: at most this many buffer
+    entries in a prompt; ``iterations``: the run's number of proposals (the prompt says which
+    one this is)."""
+
+    def __init__(self, client: LMClient, space: ParameterSpace, rng: np.random.Generator, *,
+                 task: str, step: float, prompt_entries: int, iterations: int) -> None:
+        super().__init__(space, rng)
+        self.client = client
+        self.task = task
+        self.step = step
+        self.prompt_entries = prompt_entries
+        self.iterations = iterations
+
+    def prompt_text(self, buffer: ParameterBuffer, iteration: int) -> str:
+        s = self.space
+        shown = len(buffer.shown(self.prompt_entries)) if len(buffer) else 0
+        template = ", ".join(f"{name}=<number>" for name in s.names)
+        header = (f"It has {s.size} parameters ({', '.join(s.names)}), each between "
+                  f"{s.low:g} and {s.high:g}. A higher episode return is better.")
+        listed = (f"Settings tried so far and their returns, lowest return first ({shown} of "
+                  f"{len(buffer)}):")
+        ask = (f"This is proposal {iteration} of {self.iterations}. Propose one new setting "
+               f"that may beat the best return so far: change the best settings by about "
+               f"{self.step:g} and now and then try a region not tried yet. Do not repeat a "
+               "setting listed above.")
+        return "\n".join([
+            f"We are tuning a policy by trial and error. {self.task}", header, "", listed,
+            buffer.render(self.prompt_entries) if len(buffer) else "(none yet)", "", ask,
+            f"Answer with one line of the form: {template}",
+        ])
+
+    def prompt(self, buffer: ParameterBuffer, iteration: int) -> str | list[dict[str, str]]:
+        """Completions: the text ending in "Setting:"; chat: a system line and the text."""
+        text = self.prompt_text(buffer, iteration)
+        if self.client.spec.endpoint == "chat":
+            return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+        return f"{text}\nSetting:"
+
+    def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
+        answer = self.client.complete(self.prompt(buffer, iteration))
+        if answer is None:  # API error after retries, spent budget: counted by the client
+            return self.draw("no_answer")
+        values, parsed = parse_proposal(answer, self.space)
+        if values is None:
+            self.client.count(parse_errors=1)
+            return Proposal(self.draw(parsed).params, parsed, answer)
+        params, outside = self.space.clip(values)
+        status = "clipped" if outside else "ok"
+        self.counts[status] += 1
+        return Proposal(tuple(params), status, answer)

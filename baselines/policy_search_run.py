@@ -1,0 +1,272 @@
+"""A policy-search run (``python policy_search_run.py``, config ``policy_search.yaml``): warm-up
+with random settings, then ``iterations`` proposals of :mod:`baselines.policy_search` (by the
+language model, or at random for the reference), each played for ``episodes_per_iteration``
+episodes; the best setting so far is evaluated every ``eval_every`` proposals and at the end.
+
+The run directory holds:
+
+- ``config.json``: the resolved config (no secret), ``method`` (``policy-search-llm`` /
+  ``policy-search-random``), its ``method_label``, ``game``, ``uses_lm`` and
+  ``num_train_episodes`` (warm-up included);
+- ``iteration.csv``: one row per setting tried (warm-up included), at the environment steps
+  played so far: ``iteration`` (0 for warm-up), ``episodes`` (training episodes so far),
+  ``return`` (mean over its episodes), ``success``, ``steps``, ``warmup``, ``fallback`` (a random
+  setting replaced an answer that named none, or no answer came), ``clipped``, ``param_<name>``,
+  and the proposal's LM use: ``lm_api_calls``, ``lm_prompt_tokens``, ``lm_completion_tokens``,
+  ``lm_latency_s`` (seconds per call), ``lm_parse_errors``, ...;
+- ``eval.csv``: each evaluation of the best setting so far: ``episodes``, ``return`` (mean over
+  ``num_eval_episodes``), ``return_std``, ``success_rate``, ``episode_length``, ``param_<name>``;
+- ``proposals.jsonl``: each proposal's status, setting and the model's answer text;
+- ``lm.csv``: the client's cumulative counters (docs/lm.md), after each proposal;
+- ``best.json``: the best setting found and its return, and the best of the settings the
+  model itself proposed (``ok`` or ``clipped``; warm-up and fallback settings are random).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+import ellm
+from baselines.optim_log import LMUsage, namespaced
+from baselines.policy_search import (
+    FALLBACK_STATUSES,
+    Entry,
+    LLMProposer,
+    ParameterBuffer,
+    Proposal,
+    RandomProposer,
+)
+from baselines.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
+from ellm.config import redacted
+from ellm.errors import ConfigError
+from ellm.lm import build_client, parse_lm_spec
+from ellm.logger import Logger
+from ellm.schema import integer, is_int, is_num, one_of, parse, valid
+
+log = logging.getLogger(__name__)
+ENVS = ("MountainCarContinuous-v0", "CartPole-v1", "llf-crafter-v0")
+DEFAULT_RANGE = {"MountainCarContinuous-v0": (-6.0, 6.0), "CartPole-v1": (-6.0, 6.0),
+                 "llf-crafter-v0": (0.0, 10.0)}
+DEFAULT_TASK = "make wood pickaxe"
+# Seeds: training episode k plays world seed * SEED_STRIDE + k; evaluation episode j plays
+# seed * SEED_STRIDE + EVAL_OFFSET + j, the same worlds at every evaluation.
+SEED_STRIDE, EVAL_OFFSET = 1_000_000, 500_000
+
+
+def _range(v: Any) -> bool:
+    return v is None or (len(v) == 2 and all(is_num(x) for x in v) and v[0] < v[1])
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Top-level keys of ``policy_search.yaml`` (documented there)."""
+
+    optimizer: str = one_of("llm", "random")
+    seed: int = integer(0)
+    iterations: int = integer(0)
+    warmup_episodes: int = integer(0)
+    episodes_per_iteration: int = integer(1)
+    eval_every: int = integer(0)
+    num_eval_episodes: int = integer(0)
+    step_size: float = valid("a number > 0", lambda v: is_num(v) and v > 0)
+    prompt_entries: int = integer(1)
+    param_range: tuple[float, float] | None = valid("null or [low, high] with low < high", _range)
+    decimals: int = valid("an integer in [0, 6]", lambda v: is_int(v) and 0 <= v <= 6)
+
+
+@dataclass(frozen=True)
+class SearchEnvOptions:
+    """``env_spec`` keys of ``policy_search.yaml``."""
+
+    name: str = one_of(*ENVS)
+    max_episode_steps: int | None = valid("null or an integer >= 1",
+                                          lambda v: v is None or (is_int(v) and v >= 1))
+    single_task: str | None = one_of(None, DEFAULT_TASK, "place crafting table")
+    length: int = integer(1)
+    version: int = one_of(1, 2)
+
+
+def validate(cfg: DictConfig) -> tuple[SearchOptions, SearchEnvOptions]:
+    """Check the config once; a :class:`ConfigError` names the key."""
+    opts = parse(SearchOptions, cfg)
+    spec = parse(SearchEnvOptions, cfg.env_spec, "env_spec.")
+    if spec.single_task is not None and spec.name != "llf-crafter-v0":
+        raise ConfigError(f"env_spec.single_task is for llf-crafter-v0, not {spec.name}")
+    if opts.warmup_episodes + opts.iterations == 0:
+        raise ConfigError("warmup_episodes=0 and iterations=0: nothing to search")
+    if opts.optimizer == "llm":
+        try:
+            parse_lm_spec(cfg.env_spec.lm_spec)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    return opts, spec
+
+
+def make_task(opts: SearchOptions, spec: SearchEnvOptions) -> SearchTask:
+    low, high = opts.param_range or DEFAULT_RANGE[spec.name]
+    if spec.name == "llf-crafter-v0":
+        return CrafterForagerTask(spec.single_task or DEFAULT_TASK, spec.length, spec.version,
+                                  opts.decimals)
+    return GymLinearTask(spec.name, float(low), float(high), opts.decimals,
+                         spec.max_episode_steps)
+
+
+class PolicySearchRun:
+    """One policy-search run; ``run()`` plays it and returns the last evaluation's metrics."""
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
+        self.cfg = cfg
+        self.opts, self.spec = validate(cfg)
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.task = make_task(self.opts, self.spec)
+        if self.opts.param_range is not None and self.spec.name == "llf-crafter-v0":
+            log.warning("param_range is ignored on llf-crafter-v0: the forager's parameters "
+                        "lie in [0, 10]")
+        self.rng = np.random.default_rng(self.opts.seed)
+        self.client = None
+        if self.opts.optimizer == "llm":
+            self.client = build_client(cfg.env_spec.lm_spec)
+            self.proposer: RandomProposer = LLMProposer(
+                self.client, self.task.space, self.rng, task=self.task.description,
+                step=self.opts.step_size, prompt_entries=self.opts.prompt_entries,
+                iterations=self.opts.iterations)
+        else:
+            self.proposer = RandomProposer(self.task.space, self.rng)
+        self.buffer = ParameterBuffer(self.task.space)
+        self.statuses: list[str] = []  # each buffer entry's proposal status
+        self.usage = LMUsage(self.client)
+        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        self.logger = Logger(self.run_dir)
+        self.frame = self.episodes = 0
+
+    @property
+    def num_train_episodes(self) -> int:
+        o = self.opts
+        return o.warmup_episodes + o.iterations * o.episodes_per_iteration
+
+    def record(self) -> dict[str, Any]:
+        """What this run is: the config without secrets, its method, label and game."""
+        config = redacted(self.cfg)
+        if self.client is not None:  # the model the server answers with (docs/lm.md)
+            config["env_spec"]["lm_spec"]["lm"] = self.client.spec.lm
+        if self.spec.name == "llf-crafter-v0":
+            config["env_spec"]["single_task"] = self.task.task
+        label = ("Policy search, random settings" if self.client is None
+                 else f"Policy search, LLM {self.client.spec.lm}")
+        return {"method": f"policy-search-{self.opts.optimizer}", "method_label": label,
+                "game": self.task.game, "game_label": self.task.game_label,
+                "uses_lm": self.client is not None,
+                "ellm_version": ellm.__version__, **config,
+                "num_train_episodes": self.num_train_episodes}
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> dict[str, float]:
+        o = self.opts
+        with (self.run_dir / "proposals.jsonl").open("a") as proposals:
+            for _ in range(o.warmup_episodes):
+                self._try(self.proposer.draw("warmup"), 0, proposals)
+            for i in range(1, o.iterations + 1):
+                proposal = self.proposer.propose(self.buffer, i)
+                self._try(proposal, i, proposals)
+                if o.eval_every and i % o.eval_every == 0 and i < o.iterations:
+                    self.evaluate()
+        metrics = self.evaluate()
+        best = self.buffer.best
+        own = self.best_proposed
+        (self.run_dir / "best.json").write_text(json.dumps(
+            {"params": dict(zip(self.task.space.names, best.params)), "return": best.ret,
+             "status": self.statuses[best.order], "counts": dict(self.proposer.counts),
+             "best_proposed": None if own is None else {
+                 "params": dict(zip(self.task.space.names, own.params)), "return": own.ret}},
+            indent=1) + "\n")
+        self.logger.close()
+        self.task.close()
+        return metrics
+
+    def _try(self, proposal: Proposal, iteration: int, proposals: Any) -> None:
+        lm = self.usage.step()
+        start = time.monotonic()
+        results = []
+        for _ in range(self.opts.episodes_per_iteration):
+            seed = self.opts.seed * SEED_STRIDE + self.episodes
+            results.append(self.task.episode(proposal.params, seed))
+            self.episodes += 1
+            self.frame += results[-1].steps
+        ret = float(np.mean([r.ret for r in results]))
+        self.buffer.add(proposal.params, ret)
+        self.statuses.append(proposal.status)
+        row = {"iteration": iteration, "episodes": self.episodes, "return": ret,
+               "success": float(np.mean([r.success for r in results])),
+               "steps": float(np.mean([r.steps for r in results])),
+               "warmup": float(proposal.status == "warmup"),
+               "fallback": float(proposal.status in FALLBACK_STATUSES),
+               "clipped": float(proposal.status == "clipped"),
+               "best_return": self.buffer.best.ret, "seconds": time.monotonic() - start,
+               **{f"param_{n}": v for n, v in zip(self.task.space.names, proposal.params)},
+               **lm}
+        self.logger.log({**namespaced("iteration", row), **self.usage.totals()}, self.frame)
+        proposals.write(json.dumps({"iteration": iteration, "status": proposal.status,
+                                    "params": list(proposal.params), "return": ret,
+                                    "answer": proposal.answer}) + "\n")
+        proposals.flush()
+        if iteration:
+            log.info("proposal %d/%d [%s] %s -> return %.2f (best %.2f)", iteration,
+                     self.opts.iterations, proposal.status,
+                     self.task.space.format(proposal.params), ret, self.buffer.best.ret)
+
+    def evaluate(self) -> dict[str, float]:
+        """Play the best setting so far on the evaluation worlds; log and return the means."""
+        best = self.buffer.best
+        results = [self.task.episode(best.params, self.opts.seed * SEED_STRIDE + EVAL_OFFSET + j)
+                   for j in range(self.opts.num_eval_episodes)]
+        returns = [r.ret for r in results] or [float("nan")]
+        row = {"episodes": self.episodes, "return": float(np.mean(returns)),
+               "return_std": float(np.std(returns)),
+               "success_rate": float(np.mean([r.success for r in results])) if results else 0.0,
+               "episode_length": float(np.mean([r.steps for r in results])) if results else 0.0,
+               **{f"param_{n}": v for n, v in zip(self.task.space.names, best.params)}}
+        self.logger.log(namespaced("eval", row), self.frame)
+        log.info("evaluation after %d episodes: %s -> return %.2f +- %.2f over %d episodes",
+                 self.episodes, self.task.space.format(best.params), row["return"],
+                 row["return_std"], len(results))
+        return row
+
+    @property
+    def best_proposed(self) -> Entry | None:
+        """The best setting the model itself proposed (not a warm-up or fallback draw)."""
+        own = [e for e in self.buffer.entries if self.statuses[e.order] in ("ok", "clipped")]
+        return max(own, key=lambda e: (e.ret, -e.order), default=None)
+
+    def closing_message(self, metrics: dict[str, float]) -> str:
+        best = self.buffer.best
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.proposer.counts.items()))
+        tried = (f"Tried {len(self.buffer)} settings on {self.spec.name} with the "
+                 f"{self.opts.optimizer} optimizer ({counts}).")
+        found = (f"Best: {self.task.space.format(best.params)}, return {best.ret:.2f}; "
+                 f"evaluated on {self.opts.num_eval_episodes} episodes: "
+                 f"{metrics['return']:.2f} +- {metrics['return_std']:.2f}, success rate "
+                 f"{metrics['success_rate']:.2f}.")
+        lines = [tried, found]
+        own = self.best_proposed
+        if own is not None and own is not best:
+            lines.append(f"(found by a {self.statuses[best.order]} draw; the best setting the "
+                         f"model proposed: {self.task.space.format(own.params)}, return "
+                         f"{own.ret:.2f})")
+        if self.client is not None:
+            m = self.client.metrics()
+            lines.append(f"LM: {m['api_calls']:.0f} calls, {m['cache_hits']:.0f} cache hits, "
+                         f"{m['prompt_tokens'] + m['completion_tokens']:.0f} tokens, "
+                         f"{m['latency_s']:.2f} s per call, ${m['dollars']:.4f}.")
+        report = self.run_dir / "report"
+        lines += [f"Run dir: {self.run_dir}",
+                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
+        return "\n".join(lines)
