@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -14,10 +13,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import SNAPSHOT_NAME
+from ellm.entry import CONFIG_ERROR, remove_if_empty
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
-CONFIG_ERROR = 2  # exit code of every config rejected before training (ours or Hydra's)
 GROUPS = ("agent", "preset")  # our config groups (directories beside config.yaml)
 
 
@@ -128,14 +127,6 @@ def check_before_hydra(argv: list[str]) -> None:
         logging.disable(logging.NOTSET)
 
 
-def _remove_if_empty(run_dir: Path) -> None:
-    """Remove a run dir Hydra made for a job that failed validation, and its empty parents."""
-    for path in (run_dir, *run_dir.parents):
-        if path == Path.cwd() or not path.is_dir() or any(path.iterdir()):
-            break
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
     from ellm.checkpoint import CheckpointError
@@ -147,7 +138,7 @@ def main(cfg: DictConfig) -> None:
         workspace = Workspace(cfg, run_dir)
     except (ConfigError, CheckpointError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        _remove_if_empty(run_dir)
+        remove_if_empty(run_dir)
         sys.exit(CONFIG_ERROR)
     workspace.train()
     print("\n" + workspace.closing_message())

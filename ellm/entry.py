@@ -1,0 +1,45 @@
+"""What every Hydra entry point of the project shares (``train.py``, ``llf_run.py``,
+``policy_search_run.py``, ``code_policy_run.py``): one exit code for a rejected config, and no
+run directory left behind by one."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+CONFIG_ERROR = 2  # exit code of every config rejected before a run starts (ours or Hydra's)
+
+
+class Run(Protocol):
+    def run(self) -> dict[str, float]: ...
+
+    def closing_message(self, metrics: dict[str, float]) -> str: ...
+
+
+def remove_if_empty(run_dir: Path) -> None:
+    """Remove a run dir Hydra made for a job that failed validation, and its empty parents."""
+    for path in (run_dir, *run_dir.parents):
+        if path == Path.cwd() or not path.is_dir() or any(path.iterdir()):
+            break
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_in_hydra_dir(make_run: Callable[[Any, Path], Run], cfg: Any) -> None:
+    """Build a run in Hydra's output dir and run it; a config it rejects prints one ``error:``
+    line, leaves no directory and exits with :data:`CONFIG_ERROR`."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from ellm.errors import ConfigError
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        run = make_run(cfg, run_dir)
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        remove_if_empty(run_dir)
+        sys.exit(CONFIG_ERROR)
+    metrics = run.run()
+    print("\n" + run.closing_message(metrics))
