@@ -141,6 +141,3 @@ class PaperTextEncoder:
         pooled = (tokens * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return pooled.float().cpu().numpy()
-
-    def cache_size(self) -> int:
-        return len(self._cache)
