@@ -1,12 +1,16 @@
-"""Shared test set-up: everything runs offline; ``run_train`` runs ``train.py`` as a user would."""
+"""Shared test set-up: everything runs offline; the ``train`` fixture (and ``run_train``, for
+fixtures with their own directory) runs ``train.py`` as a user would."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -43,6 +47,13 @@ def run_train(cwd: Path, *overrides: str, check: bool = True, timeout: float = 4
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
+
+
+@pytest.fixture
+def train(tmp_path: Path):
+    """``train(*overrides, check=True, timeout=400, extra_env=None)``: ``python train.py OVERRIDES``
+    in this test's ``tmp_path``, offline (``run_train``)."""
+    return functools.partial(run_train, tmp_path)
 
 
 def find_run(cwd: Path, exp_name: str) -> Path:

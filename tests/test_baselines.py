@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import pytest
 import torch
-from conftest import csv_rows, run_train
+from conftest import csv_rows
 from torch import nn
 
 from baselines.agent import IntrinsicAgent
@@ -496,9 +496,9 @@ def snapshot(run: Path) -> dict:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.e2e
-def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name):
+def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_path, name):
     overrides, metrics = SCENARIOS[name]
-    run_train(tmp_path, *overrides, *TINY, "num_train_frames=60", f"exp_name={name}")
+    train(*overrides, *TINY, "num_train_frames=60", f"exp_name={name}")
     (run,) = tmp_path.glob(f"exp_local/*/{name}_*")
     first = snapshot(run)
     assert first["meta"]["frame"] == 60
@@ -508,7 +508,7 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(tmp_path, name
     for key in metrics:
         assert math.isfinite(float(train_rows[-1][key])), key
 
-    run_train(tmp_path, *overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
+    train(*overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
           f"exp_name={name}")
     assert list(tmp_path.glob("exp_local/*/*")) == [run]
     resumed = snapshot(run)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, TINY, find_run, run_train, train_env
+from conftest import ROOT, TINY, find_run, train_env
 
 pytestmark = pytest.mark.e2e
 
@@ -29,9 +29,9 @@ def test_help_lists_only_our_groups_and_the_documented_keys(tmp_path):
     (["env_spec.lm_spec.lm_class=Gpt4"], "lm_class"),  # ours, before SBERT loads
     (["-m", "seed=1,2", "num_train_frames=10,-5"], "num_train_frames=-5"),  # one job of a sweep
 ])
-def test_a_rejected_config_exits_2_says_why_once_and_leaves_nothing(tmp_path, overrides,
+def test_a_rejected_config_exits_2_says_why_once_and_leaves_nothing(train, tmp_path, overrides,
                                                                       message):
-    proc = run_train(tmp_path, *overrides, "exp_name=BAD", check=False, timeout=120)
+    proc = train(*overrides, "exp_name=BAD", check=False, timeout=120)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert (proc.stdout + proc.stderr).count("error:") == 1, proc.stdout + proc.stderr
@@ -39,16 +39,16 @@ def test_a_rejected_config_exits_2_says_why_once_and_leaves_nothing(tmp_path, ov
     assert not list(tmp_path.glob("exp_local")), list(tmp_path.rglob("*"))
 
 
-def test_a_missing_snapshot_creates_no_directory(tmp_path):
+def test_a_missing_snapshot_creates_no_directory(train, tmp_path):
     missing = tmp_path / "nope"
-    proc = run_train(tmp_path, f"snapshot_path={missing}", check=False, timeout=120)
+    proc = train(f"snapshot_path={missing}", check=False, timeout=120)
     assert proc.returncode == 2 and "snapshot_path" in proc.stderr
     assert not missing.exists() and not list(tmp_path.glob("exp_local"))
 
 
-def test_the_end_of_a_run_is_said_in_words_and_a_redirected_log_has_lines(tmp_path):
+def test_the_end_of_a_run_is_said_in_words_and_a_redirected_log_has_lines(train, tmp_path):
     defaults = [o for o in TINY if not o.startswith("replay_buffer_num_workers=")]
-    proc = run_train(tmp_path, "exp_name=WORDS", *defaults, "progress=true")
+    proc = train("exp_name=WORDS", *defaults, "progress=true")
     run = find_run(tmp_path, "WORDS")
     out = proc.stdout + proc.stderr
     # The default replay workers fit the machine: no third-party warning about them.

@@ -528,8 +528,8 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
 
 
 @pytest.mark.e2e
-def test_finetuning_with_the_oracle_from_the_snapshot(pretrained, tmp_path):
-    run_train(tmp_path, *readme_command(README_FINETUNE, snapshot_path=str(pretrained)))
+def test_finetuning_with_the_oracle_from_the_snapshot(train, pretrained, tmp_path):
+    train(*readme_command(README_FINETUNE, snapshot_path=str(pretrained)))
     out = find_run(tmp_path, "FINETUNE_RUN")
     assert torch.load(out / "snapshot.pt", weights_only=True)["meta"]["frame"] == 120
     lm = csv_rows(out / "lm.csv")[-1]
@@ -538,8 +538,8 @@ def test_finetuning_with_the_oracle_from_the_snapshot(pretrained, tmp_path):
 
 
 @pytest.mark.e2e
-def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
-    proc = run_train(tmp_path, *readme_command(README_EXPLORE, expl_agent_path=str(pretrained)))
+def test_guided_exploration_from_the_pretrained_agent(train, pretrained, tmp_path):
+    proc = train(*readme_command(README_EXPLORE, expl_agent_path=str(pretrained)))
     assert "finetune_snapshot=True without snapshot_path" in proc.stdout + proc.stderr
     out = find_run(tmp_path, "EXPL_RUN")
     assert "guided exploration from" in (out / "train.log").read_text()
@@ -547,8 +547,8 @@ def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
 
 
 @pytest.mark.e2e
-def test_bad_scene_stops_train_py_before_training(tmp_path):
-    proc = run_train(tmp_path, *["env_spec.name=Housekeep", "env_spec.housekeep_task=rs_int",
+def test_bad_scene_stops_train_py_before_training(train, tmp_path):
+    proc = train(*["env_spec.name=Housekeep", "env_spec.housekeep_task=rs_int",
                             "exp_name=BAD", *[f"{k}={v}" for k, v in TINY.items()]],
                  check=False, timeout=120)
     assert proc.returncode == 2

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import csv_rows, run_train
+from conftest import csv_rows
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher",
                     reason="needs the slurm extra: pip install -e '.[slurm]'")
 pytestmark = pytest.mark.e2e
 
 
-def test_two_seed_sweep_through_submitit_local(tmp_path):
-    run_train(tmp_path, "-m", "hydra/launcher=ellm_local", "hydra.launcher.cpus_per_task=1",
+def test_two_seed_sweep_through_submitit_local(train, tmp_path):
+    train("-m", "hydra/launcher=ellm_local", "hydra.launcher.cpus_per_task=1",
               "hydra.launcher.gpus_per_node=0", "hydra.launcher.mem_gb=2", "seed=1,2",
               "num_train_frames=60", "num_seed_frames=20", "eval_every_frames=60",
               "num_eval_episodes=1", "env_spec.length=20", "batch_size=8",

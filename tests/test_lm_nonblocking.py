@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, csv_rows, find_run, run_train, train_env
+from conftest import ROOT, csv_rows, find_run, train_env
 from hydra import compose, initialize_config_dir
 
 from ellm.config import ConfigError, validate
@@ -356,7 +356,7 @@ def assert_each_answer_under_its_prompt(cache_dir: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_train_without_waiting_through_slow_failing_garbage_and_vanished_server(server,
+def test_train_without_waiting_through_slow_failing_garbage_and_vanished_server(train, server,
                                                                                tmp_path):
     kinds = ["ok", "garbage", "slow", "error"]  # the 5th new prompt finds the server gone
     seen: dict[str, str] = {}
@@ -375,7 +375,7 @@ def test_train_without_waiting_through_slow_failing_garbage_and_vanished_server(
 
     stopping = threading.Event()
     server.responder = responder
-    proc = run_train(tmp_path, *lm_overrides(server, "NB", 120), timeout=200)
+    proc = train(*lm_overrides(server, "NB", 120), timeout=200)
     run = find_run(tmp_path, "NB")
     assert int(csv_rows(run / "train.csv")[-1]["frame"]) == 120
     assert stopping.is_set(), "the server should have gone away mid-run"
@@ -394,7 +394,7 @@ def test_train_without_waiting_through_slow_failing_garbage_and_vanished_server(
 
 
 @pytest.mark.e2e
-def test_kill_9_with_requests_in_flight_then_resume(server, tmp_path):
+def test_kill_9_with_requests_in_flight_then_resume(train, server, tmp_path):
     received: list[tuple[float, str]] = []
 
     def responder(body: dict[str, Any]) -> Reply:
@@ -432,7 +432,7 @@ def test_kill_9_with_requests_in_flight_then_resume(server, tmp_path):
     frame = snapshot_frame(run / "snapshot.pt")
     before = len(received)
 
-    run_train(tmp_path, *[a for a in args if not a.startswith("num_train_frames")],
+    train(*[a for a in args if not a.startswith("num_train_frames")],
               f"num_train_frames={frame + 80}", f"snapshot_path={run}", timeout=200)
     assert int(csv_rows(run / "train.csv")[-1]["frame"]) == frame + 80
     assert_each_answer_under_its_prompt(tmp_path / "lm_cache")

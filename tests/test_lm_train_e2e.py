@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import csv_rows, run_train
+from conftest import csv_rows
 
 try:
     from tests.openai_test_server import OpenAITestServer, Reply
@@ -40,7 +40,7 @@ def server():
     assert not srv.is_listening(), "the test server must be stopped"
 
 
-def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(server, tmp_path):
+def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(train, server, tmp_path):
     doomed: list[str] = []  # the first prompt the run sends fails on every attempt
 
     def responder(body: dict[str, Any]) -> Reply:
@@ -63,7 +63,7 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(ser
         "num_eval_episodes=1", "env_spec.length=40", "replay_buffer_num_workers=0",
         "batch_size=8", "progress=false",
     ]
-    proc = run_train(tmp_path, *overrides, extra_env=SECRETS)
+    proc = train(*overrides, extra_env=SECRETS)
     (run,) = tmp_path.glob("exp_local/*/LMRUN_*")
 
     # Training went on to the end, and evaluated.

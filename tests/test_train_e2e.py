@@ -53,8 +53,8 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
     assert "trained frames 0-240 in " in log  # the run's wall time
 
 
-def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
-    run_train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+def test_guided_exploration_from_the_pretrained_agent(train, pretrained, tmp_path):
+    train("single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
           "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
           "decay_after_reward=True", 'env_spec.single_task="attack cow"',
           f"expl_agent_path={pretrained}", "num_train_frames=200", "exp_name=TEST_RUN",
@@ -65,8 +65,8 @@ def test_guided_exploration_from_the_pretrained_agent(pretrained, tmp_path):
     assert len(eval_rows) == 3
 
 
-def test_finetuning_from_the_snapshot(pretrained, tmp_path):
-    run_train(tmp_path, "single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
+def test_finetuning_from_the_snapshot(train, pretrained, tmp_path):
+    train("single_goal_eval=True", "use_language_state=sbert", "env_spec.use_sbert=True",
           "use_goal=True", "env_spec.lm_spec.lm_class=SimpleOracle", "train_after_reward=True",
           "decay_after_reward=True", "finetune_snapshot=True", "agent.train_eps_max=.5",
           "lr=0.00002", 'env_spec.single_task="attack cow"', f"snapshot_path={pretrained}",
@@ -79,10 +79,10 @@ def test_finetuning_from_the_snapshot(pretrained, tmp_path):
     assert float(first["epsilon"]) == pytest.approx(0.5)  # held at train_eps_max
 
 
-def test_tensorboard_and_wandb_offline(tmp_path):
+def test_tensorboard_and_wandb_offline(train, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    run_train(tmp_path, "use_tb=True", "use_wandb=True", "exp_name=MON", *TINY)
+    train("use_tb=True", "use_wandb=True", "exp_name=MON", *TINY)
     out = find_run(tmp_path, "MON")
     events = EventAccumulator(str(out / "tb"))
     events.Reload()
@@ -92,7 +92,7 @@ def test_tensorboard_and_wandb_offline(tmp_path):
     assert list(out.glob("wandb/offline-run-*/run-*.wandb"))
 
 
-def test_resume_after_kill_9_continues_the_counters(tmp_path):
+def test_resume_after_kill_9_continues_the_counters(train, tmp_path):
     args = [*PRETRAIN, "exp_name=KILL", *TINY[:1], "num_train_frames=100000", *TINY[1:]]
     args = [a for a in args if a != "num_train_frames=240"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path,
@@ -111,7 +111,7 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     out = snap.parent
     killed_meta = torch.load(snap, weights_only=True)["meta"]
     killed_at = killed_meta["frame"]
-    run_train(tmp_path, *PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
+    train(*PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
           f"num_train_frames={killed_at + 120}", *TINY[1:])
     assert len(list(tmp_path.glob("exp_local/*/KILL_*"))) == 1  # same run dir
     meta = torch.load(snap, weights_only=True)["meta"]
@@ -140,8 +140,8 @@ def test_resume_after_kill_9_continues_the_counters(tmp_path):
     ("env_spec.action_space_type=hard", "env_spec.action_space_type"),
     ("snapshot_path=/nonexistent/run", "snapshot_path"),
 ])
-def test_bad_input_fails_before_training_naming_the_key(tmp_path, override, message):
-    proc = run_train(tmp_path, "exp_name=BAD", *TINY, override, check=False, timeout=120,
+def test_bad_input_fails_before_training_naming_the_key(train, tmp_path, override, message):
+    proc = train("exp_name=BAD", *TINY, override, check=False, timeout=120,
                  extra_env={"CUDA_VISIBLE_DEVICES": ""})  # no GPU, whatever the machine
     assert proc.returncode == 2
     assert message in proc.stderr
@@ -149,19 +149,19 @@ def test_bad_input_fails_before_training_naming_the_key(tmp_path, override, mess
     assert not list(tmp_path.glob("exp_local/*/BAD_*/train.csv"))
 
 
-def test_unknown_key_is_rejected(tmp_path):
-    proc = run_train(tmp_path, "num_train_frame=10", check=False, timeout=60)
+def test_unknown_key_is_rejected(train):
+    proc = train("num_train_frame=10", check=False, timeout=60)
     assert proc.returncode != 0 and "num_train_frame" in proc.stderr
 
 
-def test_incompatible_checkpoint_names_the_keys(pretrained, tmp_path):
-    proc = run_train(tmp_path, "env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
+def test_incompatible_checkpoint_names_the_keys(train, pretrained):
+    proc = train("env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
                  "finetune_snapshot=True", "use_goal=False", "exp_name=MISMATCH", *TINY,
                  check=False, timeout=120)
     assert proc.returncode != 0 and "use_goal" in proc.stderr
 
 
-def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
+def test_lm_outage_mid_run_does_not_stop_training(train, tmp_path):
     """A real `openai` client against a local server that answers, then fails every request."""
     try:
         from tests.openai_test_server import OpenAITestServer, Reply
@@ -178,7 +178,7 @@ def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
 
     with OpenAITestServer() as server:
         server.responder = responder
-        run_train(tmp_path, "env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+        train("env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
               "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=test-model",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.max_retries=1",
               "env_spec.lm_spec.timeout=2", "+env_spec.lm_spec.backoff=0.0",
@@ -192,7 +192,7 @@ def test_lm_outage_mid_run_does_not_stop_training(tmp_path):
     assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [0, 120, 240]
 
 
-def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
+def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(train, tmp_path):
     """`python train.py -m seed=1,2 ... env_spec.lm_spec.openai_key=KEY` (the original README's
     form): both jobs run, the LM server receives the key, no file or console line shows it."""
     try:
@@ -203,7 +203,7 @@ def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(tmp_path):
     secret = "sk-test-" + "7f3a9c" * 4
     with OpenAITestServer() as server:
         server.default = Reply.bullets("chop tree")
-        proc = run_train(tmp_path, "-m", "seed=1,2", "env_spec.use_sbert=True", "use_goal=True",
+        proc = train("-m", "seed=1,2", "env_spec.use_sbert=True", "use_goal=True",
                      "env_spec.lm_spec.lm_class=GPTLanguageModel",
                      "env_spec.lm_spec.lm=test-model",
                      f"env_spec.lm_spec.base_url={server.base_url}",
