@@ -311,6 +311,10 @@ def test_a_server_of_one_model_is_asked_for_that_model(server, tmp_path, caplog)
     assert lm.client.cache.has_model("gemma-3-270m") and not lm.client.cache.has_model(
         "gpt-4o-mini")
     assert lm.client.price == (0.0, 0.0)
+    # A run builds a training and an evaluation suggester: the console says it once.
+    build_suggester({"lm_class": "GPTLanguageModel"}, all_goals=[], cache_dir=tmp_path,
+                    base_url=server.base_url)
+    assert caplog.text.count("serves one model") == 1
 
 
 def test_a_server_that_lists_no_models_gets_the_configured_name(server, tmp_path, caplog):

@@ -16,7 +16,7 @@ from typing import Any
 
 from ellm.lm.base import GoalSuggester, LMCounters, TextState
 from ellm.lm.cache import AnswerCache
-from ellm.lm.client import LMClient, LMConfigError
+from ellm.lm.client import LMClient, LMConfigError, log_once
 from ellm.lm.config import (
     DEFAULT_MODEL,
     LM_CLASSES,
@@ -87,7 +87,7 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
     client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
     if spec.blocking or client.offline:  # dummy answers and cache replays never wait anyway
         return GPTLanguageModel(client, prompt, **common)
-    log.info("non-blocking LM: cache misses are asked in the background (at most %d in "
-             "flight); meanwhile a step gets the episode's last answered goals "
-             "(lm/fallback_steps)", spec.max_in_flight)
+    log_once(logging.INFO, "non-blocking LM: cache misses are asked in the background (at "
+             "most %d in flight per suggester); meanwhile a step gets the episode's last "
+             "answered goals (lm/fallback_steps)", spec.max_in_flight)
     return NonBlockingLanguageModel(client, prompt, max_in_flight=spec.max_in_flight, **common)

@@ -26,6 +26,16 @@ if TYPE_CHECKING:  # the openai package takes seconds to import: only when a cli
     import openai
 
 log = logging.getLogger("ellm.lm")
+_said: set[str] = set()
+
+
+def log_once(level: int, message: str, *args: Any) -> None:
+    """Log ``message % args`` once per process: a run's training and evaluation suggesters
+    share one client set-up and would otherwise say the same thing twice."""
+    text = message % args
+    if text not in _said:
+        _said.add(text)
+        log.log(level, "%s", text)
 # One INFO line per HTTP request ("HTTP Request: POST .../chat/completions") would bury a run's
 # console; the requests are counted in the lm/ metrics instead (set DEBUG to see them).
 for _noisy in ("httpx", "httpx2", "httpcore", "openai"):
@@ -336,9 +346,9 @@ class LMClient:
         if spec.lm in served:
             return
         if len(served) == 1:
-            log.warning("%s serves one model, %r, not env_spec.lm_spec.lm=%r: asking for %r "
-                        "(set env_spec.lm_spec.lm=%s to silence this warning)", spec.base_url,
-                        served[0], spec.lm, served[0], served[0])
+            log_once(logging.WARNING, "%s serves one model, %r, not env_spec.lm_spec.lm=%r: "
+                     "asking for %r (set env_spec.lm_spec.lm=%s to silence this warning)",
+                     spec.base_url, served[0], spec.lm, served[0], served[0])
             self.spec = replace(spec, lm=served[0])
             return
         if served:
