@@ -43,6 +43,7 @@ from baselines.code_policy import (
 from baselines.optim_log import LMUsage, namespaced
 from baselines.sandbox import Sandbox
 from ellm.config import redacted
+from ellm.entry import write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client, parse_lm_spec
 from ellm.logger import Logger
@@ -134,7 +135,7 @@ class CodePolicyRun:
                                          self._play_code, self.opts.memory_size)
         self.usage = LMUsage(self.client)
         self.counts: Counter[str] = Counter()
-        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        write_record(self.run_dir, self.record())
         self.logger = Logger(self.run_dir)
         self.frame = self.episodes = 0
 

@@ -21,7 +21,6 @@ trained). The run directory holds:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,7 @@ import text_crafter
 import text_housekeep
 from baselines.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from ellm.config import redacted
+from ellm.entry import write_record
 from ellm.errors import ConfigError
 from ellm.games import Game, game_named
 from ellm.lm import build_client, parse_lm_spec
@@ -137,7 +137,7 @@ class LLFRun:
             self.policy = ScriptedPolicy()
         else:
             self.policy = RandomPolicy(self.opts.seed)
-        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        write_record(self.run_dir, self.record())
         self.logger = Logger(self.run_dir)
         self.stats = StatsWriter(self.run_dir / "eval" / "stats.jsonl")
         self.frame = self.episode = 0

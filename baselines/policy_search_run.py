@@ -46,6 +46,7 @@ from baselines.policy_search import (
 )
 from baselines.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
 from ellm.config import redacted
+from ellm.entry import write_json, write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client, parse_lm_spec
 from ellm.logger import Logger
@@ -144,7 +145,7 @@ class PolicySearchRun:
         self.buffer = ParameterBuffer(self.task.space)
         self.statuses: list[str] = []  # each buffer entry's proposal status
         self.usage = LMUsage(self.client)
-        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        write_record(self.run_dir, self.record())
         self.logger = Logger(self.run_dir)
         self.frame = self.episodes = 0
 
@@ -182,12 +183,11 @@ class PolicySearchRun:
         metrics = self.evaluate()
         best = self.buffer.best
         own = self.best_proposed
-        (self.run_dir / "best.json").write_text(json.dumps(
-            {"params": dict(zip(self.task.space.names, best.params)), "return": best.ret,
-             "status": self.statuses[best.order], "counts": dict(self.proposer.counts),
-             "best_proposed": None if own is None else {
-                 "params": dict(zip(self.task.space.names, own.params)), "return": own.ret}},
-            indent=1) + "\n")
+        write_json(self.run_dir / "best.json", {
+            "params": dict(zip(self.task.space.names, best.params)), "return": best.ret,
+            "status": self.statuses[best.order], "counts": dict(self.proposer.counts),
+            "best_proposed": None if own is None else {
+                "params": dict(zip(self.task.space.names, own.params)), "return": own.ret}})
         self.logger.close()
         self.task.close()
         return metrics

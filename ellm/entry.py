@@ -1,9 +1,11 @@
 """What every Hydra entry point of the project shares (``train.py``, ``llf_run.py``,
-``policy_search_run.py``, ``code_policy_run.py``): one exit code for a rejected config, and no
-run directory left behind by one."""
+``policy_search_run.py``, ``code_policy_run.py``): one exit code for a rejected config, no
+run directory left behind by one, and the run's ``config.json`` written atomically."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -17,6 +19,27 @@ class Run(Protocol):
     def run(self) -> dict[str, float]: ...
 
     def closing_message(self, metrics: dict[str, float]) -> str: ...
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically: a temp file, fsync, rename; a crash leaves
+    the old file or the new one, never a torn one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_record(run_dir: Path, record: dict[str, Any]) -> Path:
+    """``run_dir/config.json``: what the run is (config, method, game), written atomically."""
+    return write_json(run_dir / "config.json", record)
 
 
 def remove_if_empty(run_dir: Path) -> None:

@@ -12,7 +12,6 @@ the replay storage and loader, the agent, the evaluator, the logger and the chec
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import random
 from collections import defaultdict
@@ -37,10 +36,12 @@ from ellm.config import (
     resolve_workers,
     validate,
 )
+from ellm.entry import write_record
 from ellm.evaluate import Evaluator
 from ellm.frames import FRAME_SIZE, FrameStack, paper_gray84, to_gray84
 from ellm.games import EpisodeCounted
 from ellm.inputs import AgentInputs
+from ellm.lm import LMClient
 from ellm.logger import Logger
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.timing import Progress, Timer
@@ -132,7 +133,7 @@ class Workspace:
             log.info("guided exploration from %s (other_model_prob=%s)",
                      cfg.expl_agent_path, cfg.other_model_prob)
 
-        (self.run_dir / "config.json").write_text(json.dumps(self.record(), indent=2))
+        write_record(self.run_dir, self.record())
         self.logger = Logger(
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
@@ -144,7 +145,17 @@ class Workspace:
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
         return {"method": self.method, "game": self.game.name, "ellm_version": ellm.__version__,
-                **redacted(self.cfg)}
+                **self._config()}
+
+    def _config(self) -> dict[str, Any]:
+        """The resolved config without secrets; ``env_spec.lm_spec.lm`` is the model that
+        answers, which a local server of one model may have put in place of the configured
+        name (docs/lm.md)."""
+        config = redacted(self.cfg)
+        client = getattr(self.goals.suggester, "client", None)
+        if isinstance(client, LMClient):
+            config["env_spec"]["lm_spec"]["lm"] = client.spec.lm
+        return config
 
     def _make_agent(self, hold_epsilon: bool):
         cfg = self.cfg
@@ -325,7 +336,7 @@ class Workspace:
             "first_reward_frame": self.first_reward_frame,
             "cumulative_reward": self.cumulative_reward,
             "method": self.method, "game": self.game.name,
-            "config": redacted(self.cfg),
+            "config": self._config(),
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
             "rng": _rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},

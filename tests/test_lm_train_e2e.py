@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 from conftest import csv_rows
 
+from ellm import checkpoint
+from ellm.report.runs import method_name
+
 try:
     from tests.openai_test_server import OpenAITestServer, Reply
 except ImportError:  # tests/ itself on sys.path
@@ -52,6 +55,7 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(tra
         return Reply.bullets("chop tree", "drink water")
 
     server.responder = responder
+    server.models = ["served-model"]  # a local server of one model, not the configured name
     overrides = [
         "exp_name=LMRUN", "use_goal=True", "env_spec.use_sbert=True",
         "use_language_state=sbert", "use_tb=True",
@@ -100,3 +104,10 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(tra
     config = json.loads((run / "config.json").read_text())
     assert config["openai_key"] is None  # train.py takes the legacy key out of argv
     assert config["env_spec"]["lm_spec"]["openai_key"] is None
+    # The run records the model that answered, and the report names the method after it.
+    assert config["method"] == "ellm-llm"
+    assert config["env_spec"]["lm_spec"]["lm"] == "served-model"
+    assert {r.body["model"] for r in server.requests} == {"served-model"}
+    assert method_name(config) == "ELLM-served-model"
+    assert checkpoint.load(run / "snapshot.pt", "snapshot")[1]["config"]["env_spec"][
+        "lm_spec"]["lm"] == "served-model"
