@@ -3,6 +3,7 @@
     python -m ellm.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
     python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
     python -m ellm.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
+    python -m ellm.bench --slots 2 [--requests 16]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -26,6 +27,11 @@ a running OpenAI-compatible server) asked blocking, then non-blocking
 cache and no updates (the seed frames cover the run), so the LM's share is not diluted. It prints
 each run's frames/s (training episodes after the first, the model already loaded) against the
 oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps and waiting time.
+
+``--slots N`` measures the local server's concurrency (``python -m ellm.lm.serve --parallel``):
+the same ``--requests`` distinct prompts, all sent at once, answered by one slot with N threads,
+then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
+and their ratio.
 """
 
 from __future__ import annotations
@@ -169,6 +175,51 @@ def lm_cost(frames: int, lm_url: str | None, overrides: list[str]) -> None:
         print(line)
 
 
+def serve_slots(slots: int, requests: int) -> None:
+    import json
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ellm.lm.serve import wait_until_ready
+
+    things = ["a tree", "a cow", "water", "stone", "a zombie", "a table", "grass", "sand",
+              "a skeleton", "coal", "iron", "a furnace", "lava", "a plant", "a diamond", "a path"]
+    prompts = [f"You see {things[i % len(things)]} and {things[(i * 7 + 3) % len(things)]}. "
+               f"The best thing to do next is to" for i in range(requests)]
+    rates = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for parallel, threads in ((1, slots), (slots, 1)):
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}/v1"
+            server = subprocess.Popen(
+                [sys.executable, "-m", "ellm.lm.serve", "--port", str(port), "--parallel",
+                 str(parallel), "--threads", str(threads), "--n-ctx", "512",
+                 "--cache-dir", str(Path(tmp) / "models")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                wait_until_ready(url, timeout=300, process=server)
+
+                def complete(prompt: str, url: str = url) -> str:
+                    body = json.dumps({"prompt": prompt, "max_tokens": 32,
+                                       "temperature": 0}).encode()
+                    request = urllib.request.Request(f"{url}/completions", data=body,
+                                                     headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(request, timeout=600) as response:
+                        return json.load(response)["choices"][0]["text"]
+
+                complete("Warm-up.")
+                start = time.perf_counter()
+                with ThreadPoolExecutor(requests) as pool:
+                    list(pool.map(complete, prompts))
+                rates[(parallel, threads)] = requests / (time.perf_counter() - start)
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+    one, many = rates[(1, slots)], rates[(slots, 1)]
+    print(f"1 slot x {slots} threads : {one:5.2f} answers/s ({requests} concurrent requests)")
+    print(f"{slots} slots x 1 thread  : {many:5.2f} answers/s = {many / one:.2f}x one slot")
+
+
 def _free_port() -> int:
     import socket
 
@@ -189,8 +240,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lm-url", default=None,
                         help="with --lm: an OpenAI-compatible server to use instead of starting "
                         "the packaged one")
+    parser.add_argument("--slots", type=int, default=0,
+                        help="the local LLM server: one slot against this many (answers/s)")
+    parser.add_argument("--requests", type=int, default=16,
+                        help="with --slots: concurrent requests")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.slots:
+        if args.slots < 2 or args.requests < 1:
+            parser.error("--slots needs an integer >= 2 and --requests one >= 1")
+        serve_slots(args.slots, args.requests)
+        return
     if args.lm:
         lm_cost(args.frames, args.lm_url, args.overrides)
         return

@@ -263,3 +263,12 @@ def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(t
         # Each answer belongs to its own prompt, whichever copy of the model computed it.
         assert together == in_turn
         assert len(set(in_turn)) > 1, in_turn  # the prompts are told apart
+
+
+def test_slots_benchmark_checks_its_arguments(capsys):
+    from ellm import bench
+
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--slots", "1"])
+    assert exit_.value.code == 2
+    assert "--slots needs an integer >= 2" in capsys.readouterr().err
