@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # the openai package takes seconds to import: only when a cli
     import openai
 
 log = logging.getLogger("ellm.lm")
+# One INFO line per HTTP request ("HTTP Request: POST .../chat/completions") would bury a run's
+# console; the requests are counted in the lm/ metrics instead (set DEBUG to see them).
+for _noisy in ("httpx", "httpx2", "httpcore", "openai"):
+    logging.getLogger(_noisy).setLevel(logging.WARNING)
+
 _said: set[str] = set()
 
 
@@ -36,10 +41,7 @@ def log_once(level: int, message: str, *args: Any) -> None:
     if text not in _said:
         _said.add(text)
         log.log(level, "%s", text)
-# One INFO line per HTTP request ("HTTP Request: POST .../chat/completions") would bury a run's
-# console; the requests are counted in the lm/ metrics instead (set DEBUG to see them).
-for _noisy in ("httpx", "httpx2", "httpcore", "openai"):
-    logging.getLogger(_noisy).setLevel(logging.WARNING)
+
 
 DUMMY_ANSWER: Final = "- chop tree\n- drink water\n- attack cow\n- place crafting table\n"
 DUMMY_YES_PROBABILITY: Final = 1.0
