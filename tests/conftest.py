@@ -8,9 +8,11 @@ import functools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai_test_server import OpenAITestServer  # tests/ is on sys.path, as for conftest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -65,3 +67,26 @@ def find_run(cwd: Path, exp_name: str) -> Path:
 def csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAITestServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1 for one test, stopped after it."""
+    srv = OpenAITestServer().start()
+    assert srv.is_listening()
+    yield srv
+    srv.stop()
+    assert not srv.is_listening(), "the test server must be stopped"
+
+
+@pytest.fixture
+def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key or endpoint of the developer's environment reaches a test's LM client, and each
+    test is a run of its own (an empty budget ledger)."""
+    from ellm.lm import client as lm_client
+    from ellm.lm import config as lm_config
+
+    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL",
+                 lm_config.LEGACY_KEY_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(lm_client, "_LEDGERS", {})

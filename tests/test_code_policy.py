@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from openai_test_server import OpenAITestServer, Reply
 
 from baselines.code_policy import (
     METAWORLD_CODE,
@@ -24,13 +25,6 @@ from baselines.code_policy import (
 )
 from baselines.sandbox import Sandbox
 from ellm.lm import build_client
-from ellm.lm import client as lm_client
-from ellm.lm import config as lm_config
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 pytest.importorskip("metaworld", reason="needs the optim extra: pip install -e '.[optim]'")
 
@@ -49,6 +43,8 @@ GOOD_CODE = '''def controller(obs):
 RAISING_CODE = "def controller(obs):\n    return obs['velocity'] + [1.0]\n"
 HANGING_CODE = "def controller(obs):\n    while True:\n        pass\n"
 
+pytestmark = pytest.mark.usefixtures("no_real_keys")
+
 
 def suggestion(code: str, name: str) -> Reply:
     """OptoPrime's answer format; ``name``: the code node's name in the prompt (``__code0``,
@@ -61,20 +57,6 @@ def metaworld() -> Iterator[MetaWorldTarget]:
     target = MetaWorldTarget(horizon=12, substeps=10, seed=0)
     yield target
     target.close()
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})
 
 
 # ---- the task and its feedback --------------------------------------------------------------

@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
+from openai_test_server import OpenAITestServer, Reply
 
 import text_crafter
 from baselines.llf import LLMPolicy, RandomPolicy, ScriptedPolicy, parse_action
 from ellm.lm import build_client
-from ellm.lm import client as lm_client
-from ellm.lm import config as lm_config
 from text_crafter.llf_base import NO_OP
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 ACTIONS = ("do nothing", "move left", "chop tree", "place stone", "place crafting table")
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
+pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
 def policy(server: OpenAITestServer, tmp_path: Path, history: int = 4, **kw: Any) -> LLMPolicy:

@@ -11,14 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, csv_rows, train_env
+from openai_test_server import Reply
 
 from ellm.report import build_report
 from text_crafter import load_stats
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -32,13 +28,6 @@ def run_llf(cwd: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
 def the_run(cwd: Path, exp_name: str) -> Path:
     (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
     return found
-
-
-@pytest.fixture
-def server():
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
 
 
 def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):

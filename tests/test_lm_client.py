@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import (
     GPTLanguageModel,
@@ -26,32 +26,12 @@ from ellm.lm import (
 from ellm.lm import client as lm_client
 from ellm.lm import config as lm_config
 
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
-
 STATE = TextState("You see grass, tree, and water. You are targeting tree.",
                   "You have in your inventory wood.", "You feel hungry.", {"wood": 1})
 OTHER = TextState("You see cow and grass. You are targeting cow.", "", "", {})
 REPO = Path(__file__).resolve().parents[1]
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    assert srv.is_listening()
-    yield srv
-    srv.stop()
-    assert not srv.is_listening(), "the test server must be stopped"
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL",
-                 lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
+pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
 def spec(**kw: Any) -> dict[str, Any]:

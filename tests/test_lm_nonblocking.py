@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 import torch
 from conftest import ROOT, csv_rows, find_run, train_env
 from hydra import compose, initialize_config_dir
+from openai_test_server import OpenAITestServer, Reply
 
 from ellm.config import ConfigError, validate
 from ellm.lm import (
@@ -34,31 +34,11 @@ from ellm.lm import (
     TextState,
     build_suggester,
 )
-from ellm.lm import client as lm_client
-from ellm.lm import config as lm_config
 from ellm.lm.cache import CACHE_FILE
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 SLOW = 0.6  # seconds a slow answer takes; a step must never wait for it
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_BASE_URL",
-                 lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
+pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
 def make(server: OpenAITestServer, tmp_path: Path, **kw: Any) -> NonBlockingLanguageModel:

@@ -7,15 +7,13 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai_test_server import OpenAITestServer, Reply
 
 from ellm.housekeep import yes_no_prompt
 from ellm.lm import SimpleOracle, TextState
-from ellm.lm import client as lm_client
-from ellm.lm import config as lm_config
 from ellm.lm.prompts import state_description
 from ellm.lm.quality import main, prepare, run
 from ellm.lm.quality.score import score_crafter
@@ -25,27 +23,9 @@ from ellm.lm.quality.states import (
     sample_housekeep_questions,
 )
 
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
-
 REPO = Path(__file__).resolve().parents[1]
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_BASE_URL",
-                 lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
+pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
 def gpt(server: OpenAITestServer, *extra: str) -> list[str]:

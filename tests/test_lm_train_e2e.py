@@ -13,14 +13,10 @@ from typing import Any
 
 import pytest
 from conftest import csv_rows
+from openai_test_server import Reply
 
 from ellm import checkpoint
 from ellm.report.runs import method_name
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"OPENAI_API_KEY": "sk-env-openai-SECRET-1", "ELLM_LM_API_KEY": "env-local-SECRET-2"}
@@ -33,14 +29,6 @@ pytestmark = pytest.mark.e2e  # every test here runs train.py
 
 def prompt_of(body: dict[str, Any]) -> str:
     return json.dumps(body.get("messages", body.get("prompt")), sort_keys=True)
-
-
-@pytest.fixture
-def server():
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-    assert not srv.is_listening(), "the test server must be stopped"
 
 
 def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(train, server, tmp_path):

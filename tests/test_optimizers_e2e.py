@@ -11,13 +11,9 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, csv_rows, train_env
+from openai_test_server import Reply
 
 from ellm.report import build_report
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +27,6 @@ def run(cwd: Path, script: str, *overrides: str) -> subprocess.CompletedProcess[
 def the_run(cwd: Path, exp_name: str) -> Path:
     (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
     return found
-
-
-@pytest.fixture
-def server():
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
 
 
 def test_policy_search_runs_and_the_report(server, tmp_path):

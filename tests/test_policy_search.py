@@ -4,12 +4,12 @@ failing requests) and the parameterised policies."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from openai_test_server import OpenAITestServer, Reply
 
 from baselines.policy_search import (
     LLMProposer,
@@ -20,29 +20,10 @@ from baselines.policy_search import (
 )
 from baselines.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
 from ellm.lm import build_client
-from ellm.lm import client as lm_client
-from ellm.lm import config as lm_config
-
-try:
-    from tests.openai_test_server import OpenAITestServer, Reply
-except ImportError:  # tests/ itself on sys.path
-    from openai_test_server import OpenAITestServer, Reply
 
 SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAITestServer]:
-    srv = OpenAITestServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", lm_config.LEGACY_KEY_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})  # each test is a run of its own
+pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
 def proposer(server: OpenAITestServer, tmp_path: Path, **kw: Any) -> LLMProposer:
