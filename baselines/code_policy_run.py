@@ -42,10 +42,10 @@ from baselines.code_policy import (
 )
 from baselines.optim_log import LMUsage, namespaced
 from baselines.sandbox import Sandbox
-from ellm.config import redacted
+from ellm.config import check_lm_spec, run_config
 from ellm.entry import write_record
 from ellm.errors import ConfigError
-from ellm.lm import build_client, parse_lm_spec
+from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import integer, is_num, one_of, parse, valid
 from text_crafter.llf_base import FEEDBACK_TYPES
@@ -97,10 +97,7 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
         raise ConfigError(f"optimizer=expert is for {METAWORLD}; on llf-crafter-v0 the "
                           "feedback-following reference is `python llf_run.py policy=scripted`")
     if opts.optimizer == "llm":
-        try:
-            parse_lm_spec(cfg.env_spec.lm_spec)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
 
 
@@ -140,9 +137,7 @@ class CodePolicyRun:
         self.frame = self.episodes = 0
 
     def record(self) -> dict[str, Any]:
-        config = redacted(self.cfg)
-        if self.client is not None:
-            config["env_spec"]["lm_spec"]["lm"] = self.client.spec.lm
+        config = run_config(self.cfg, self.client)
         if self.spec.name == METAWORLD:
             config["env_spec"]["single_task"] = None  # not a Crafter run
         label = {"random": "Random actions (code-policy reference)",

@@ -36,11 +36,11 @@ import ellm
 import text_crafter
 import text_housekeep
 from baselines.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
-from ellm.config import redacted
+from ellm.config import check_lm_spec, run_config
 from ellm.entry import write_record
 from ellm.errors import ConfigError
 from ellm.games import Game, game_named
-from ellm.lm import build_client, parse_lm_spec
+from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import boolean, integer, is_int, one_of, parse, valid
 from text_crafter import StatsWriter, achievements_unlocked, crafter_score, success_rates
@@ -103,10 +103,7 @@ def validate(cfg: DictConfig) -> tuple[LLFOptions, LLFEnvOptions]:
             raise ConfigError(f"env_spec.housekeep_ep_num={spec.housekeep_ep_num} is invalid: "
                               f"scene {spec.housekeep_task} has {count} episodes")
     if opts.policy == "llm":
-        try:
-            parse_lm_spec(cfg.env_spec.lm_spec)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
 
 
@@ -144,9 +141,7 @@ class LLFRun:
 
     def record(self) -> dict[str, Any]:
         """What this run is: the config without secrets, its method and game."""
-        config = redacted(self.cfg)
-        if self.client is not None:  # the model the server answers with (docs/lm.md)
-            config["env_spec"]["lm_spec"]["lm"] = self.client.spec.lm
+        config = run_config(self.cfg, self.client)
         return {"method": METHODS[self.opts.policy], "game": self.game.name,
                 "ellm_version": ellm.__version__, **config, "num_train_frames": 0}
 

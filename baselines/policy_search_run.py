@@ -45,10 +45,10 @@ from baselines.policy_search import (
     RandomProposer,
 )
 from baselines.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
-from ellm.config import redacted
+from ellm.config import check_lm_spec, run_config
 from ellm.entry import write_json, write_record
 from ellm.errors import ConfigError
-from ellm.lm import build_client, parse_lm_spec
+from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import integer, is_int, is_num, one_of, parse, valid
 
@@ -104,10 +104,7 @@ def validate(cfg: DictConfig) -> tuple[SearchOptions, SearchEnvOptions]:
     if opts.warmup_episodes + opts.iterations == 0:
         raise ConfigError("warmup_episodes=0 and iterations=0: nothing to search")
     if opts.optimizer == "llm":
-        try:
-            parse_lm_spec(cfg.env_spec.lm_spec)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
 
 
@@ -156,9 +153,7 @@ class PolicySearchRun:
 
     def record(self) -> dict[str, Any]:
         """What this run is: the config without secrets, its method, label and game."""
-        config = redacted(self.cfg)
-        if self.client is not None:  # the model the server answers with (docs/lm.md)
-            config["env_spec"]["lm_spec"]["lm"] = self.client.spec.lm
+        config = run_config(self.cfg, self.client)
         if self.spec.name == "llf-crafter-v0":
             config["env_spec"]["single_task"] = self.task.task
         label = ("Policy search, random settings" if self.client is None

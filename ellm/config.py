@@ -141,10 +141,7 @@ def validate(cfg: DictConfig) -> Game:
     if agent.train_eps_min > agent.train_eps_max:
         raise ConfigError(f"agent.train_eps_min={agent.train_eps_min} is invalid: expected at "
                           f"most agent.train_eps_max={agent.train_eps_max}")
-    try:
-        parse_lm_spec(cfg.env_spec.lm_spec)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    check_lm_spec(cfg.env_spec.lm_spec)
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -230,6 +227,25 @@ def resolve_workers(workers: Any, cpus: int | None = None) -> int:
     return min(4, (cpus or usable_cpus()) // 2)
 
 
+def check_lm_spec(raw: Any) -> None:
+    """Check ``env_spec.lm_spec`` before a run starts (every entry point that asks an LM);
+    a bad key or value raises :class:`ConfigError` naming it."""
+    try:
+        parse_lm_spec(raw)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def run_config(cfg: DictConfig, client: Any = None) -> dict[str, Any]:
+    """The config a run records: :func:`redacted`, with ``env_spec.lm_spec.lm`` the model that
+    answers ``client`` (an ``LMClient``; a local server of one model may have put its own name
+    in place of the configured one, docs/lm.md)."""
+    config = redacted(cfg)
+    if client is not None:
+        config["env_spec"]["lm_spec"]["lm"] = client.spec.lm
+    return config
+
+
 def redacted(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as plain data with every secret-bearing key blanked."""
     data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
@@ -245,7 +261,21 @@ def redacted(cfg: DictConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "AGENT_ALIASES", "IGNORED_KEYS", "AgentOptions", "ConfigError", "EnvOptions", "RunOptions",
-    "agent_target", "method_of", "parse", "redacted", "resolve_device", "resolve_threads",
-    "resolve_workers", "usable_cpus", "validate",
+    "AGENT_ALIASES",
+    "IGNORED_KEYS",
+    "AgentOptions",
+    "ConfigError",
+    "EnvOptions",
+    "RunOptions",
+    "agent_target",
+    "check_lm_spec",
+    "method_of",
+    "parse",
+    "redacted",
+    "resolve_device",
+    "resolve_threads",
+    "resolve_workers",
+    "run_config",
+    "usable_cpus",
+    "validate",
 ]

@@ -30,10 +30,10 @@ from ellm import checkpoint
 from ellm.config import (
     agent_target,
     method_of,
-    redacted,
     resolve_device,
     resolve_threads,
     resolve_workers,
+    run_config,
     validate,
 )
 from ellm.entry import write_record
@@ -148,14 +148,9 @@ class Workspace:
                 **self._config()}
 
     def _config(self) -> dict[str, Any]:
-        """The resolved config without secrets; ``env_spec.lm_spec.lm`` is the model that
-        answers, which a local server of one model may have put in place of the configured
-        name (docs/lm.md)."""
-        config = redacted(self.cfg)
+        """The resolved config without secrets, naming the LM model that answers."""
         client = getattr(self.goals.suggester, "client", None)
-        if isinstance(client, LMClient):
-            config["env_spec"]["lm_spec"]["lm"] = client.spec.lm
-        return config
+        return run_config(self.cfg, client if isinstance(client, LMClient) else None)
 
     def _make_agent(self, hold_epsilon: bool):
         cfg = self.cfg
