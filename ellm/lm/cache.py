@@ -101,21 +101,40 @@ class AnswerCache:
         # A connection must not cross fork(): reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
             self.directory.mkdir(parents=True, exist_ok=True)
-            try:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                       check_same_thread=False)
-                conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                with _transaction(conn):
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                                 (str(SCHEMA_VERSION),))
-            except sqlite3.Error as err:
-                raise RuntimeError(f"cannot open the LM cache {self.path}: {err}") from err
+            # Two processes opening a new cache at once: switching it to WAL can answer
+            # "database is locked" at once, without SQLite's busy handler; retry until the
+            # busy timeout, as any other lock wait.
+            deadline = time.monotonic() + BUSY_TIMEOUT_S
+            while True:
+                try:
+                    conn = self._open()
+                    break
+                except sqlite3.OperationalError as err:
+                    if "locked" not in str(err) or time.monotonic() > deadline:
+                        raise RuntimeError(f"cannot open the LM cache {self.path}: {err}") from err
+                    time.sleep(0.05)
+                except sqlite3.Error as err:
+                    raise RuntimeError(f"cannot open the LM cache {self.path}: {err}") from err
             self._conn, self._pid, self._memo = conn, os.getpid(), {}
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection in WAL mode with the schema in place (closed again if that fails)."""
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with _transaction(conn):
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def get(self, key: str) -> CachedAnswer | None:
         """The stored answer for ``key`` or None."""
