@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openai_test_server import OpenAITestServer  # tests/ is on sys.path, as for conftest
@@ -40,15 +41,22 @@ def train_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
             **(extra or {})}
 
 
-def run_train(cwd: Path, *overrides: str, check: bool = True, timeout: float = 400,
-              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python train.py OVERRIDES`` in ``cwd``; with ``check``, a failure shows its stderr."""
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=cwd,
+def run_entry(script: str, cwd: Path, *overrides: str, check: bool = True,
+              timeout: float = 400, extra_env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """``python SCRIPT OVERRIDES`` (an entry point at the repository root) in ``cwd``; with
+    ``check``, a failure shows its stderr."""
+    proc = subprocess.run([sys.executable, str(ROOT / script), *overrides], cwd=cwd,
                           env=train_env(cwd, extra_env), capture_output=True, text=True,
                           timeout=timeout, check=False)
     if check and proc.returncode != 0:
-        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
+
+
+def run_train(cwd: Path, *overrides: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``python train.py OVERRIDES`` in ``cwd`` (:func:`run_entry`)."""
+    return run_entry("train.py", cwd, *overrides, **kwargs)
 
 
 @pytest.fixture

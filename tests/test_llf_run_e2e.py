@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, csv_rows, train_env
+from conftest import csv_rows, find_run, run_entry
 from openai_test_server import Reply
 
 from ellm.report import build_report
@@ -20,14 +19,7 @@ pytestmark = pytest.mark.e2e
 
 
 def run_llf(cwd: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "llf_run.py"), *overrides], cwd=cwd,
-                          env=train_env(cwd), capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
-def the_run(cwd: Path, exp_name: str) -> Path:
-    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
-    return found
+    return run_entry("llf_run.py", cwd, *overrides, check=False, timeout=300)
 
 
 def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):
@@ -46,7 +38,7 @@ def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):
     assert scripted.returncode == 0, scripted.stderr[-3000:]
     assert "Plot it: python -m ellm.report" in scripted.stdout
 
-    run = the_run(tmp_path, "LLM")
+    run = find_run(tmp_path, "LLM")
     config = json.loads((run / "config.json").read_text())
     assert (config["method"], config["game"], config["num_train_frames"]) == (
         "llm-policy", "crafter", 0)
@@ -75,7 +67,7 @@ def test_housekeep_run_and_a_rejected_config(tmp_path):
                    "env_spec.name=llf-housekeep-v0", "env_spec.feedback_type=fp",
                    "env_spec.housekeep_ep_num=0")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = the_run(tmp_path, "HK")
+    run = find_run(tmp_path, "HK")
     (episode,) = load_stats(run / "eval" / "stats.jsonl")
     assert episode["success"] == 1 and episode["rearrange_success"] == 1.0
     report = build_report([run], tmp_path / "report")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, csv_rows, train_env
+from conftest import csv_rows, find_run, run_entry
 from openai_test_server import Reply
 
 from ellm.report import build_report
@@ -19,14 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 def run(cwd: Path, script: str, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / script), *overrides], cwd=cwd,
-                          env=train_env(cwd), capture_output=True, text=True, timeout=300,
-                          check=False)
-
-
-def the_run(cwd: Path, exp_name: str) -> Path:
-    (found,) = sorted(cwd.glob(f"exp_local/*/{exp_name}_*"))
-    return found
+    return run_entry(script, cwd, *overrides, check=False, timeout=300)
 
 
 def test_policy_search_runs_and_the_report(server, tmp_path):
@@ -38,7 +30,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
               "env_spec.lm_spec.endpoint=completions")
     assert llm.returncode == 0, llm.stderr[-3000:]
     assert "Plot it: python -m ellm.report" in llm.stdout
-    d = the_run(tmp_path, "LLM")
+    d = find_run(tmp_path, "LLM")
     config = json.loads((d / "config.json").read_text())
     assert (config["method"], config["game"], config["num_train_episodes"]) == (
         "policy-search-llm", "mountaincar", 11)
@@ -67,7 +59,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
                   "iterations=3", "warmup_episodes=1", "num_eval_episodes=1",
                   f"env_spec.name={env}", extra)
         assert ref.returncode == 0, ref.stderr[-3000:]
-    crafter = json.loads((the_run(tmp_path, "CRAFT") / "config.json").read_text())
+    crafter = json.loads((find_run(tmp_path, "CRAFT") / "config.json").read_text())
     assert crafter["env_spec"]["single_task"] == "make wood pickaxe"
 
     report = build_report([tmp_path / "exp_local"], tmp_path / "report")
@@ -108,7 +100,7 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
               "num_eval_episodes=2", "env_spec.horizon=10", "feedback_steps=2",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model")
     assert llm.returncode == 0, llm.stderr[-3000:]
-    d = the_run(tmp_path, "MW")
+    d = find_run(tmp_path, "MW")
     rows = csv_rows(d / "iteration.csv")
     assert [float(r["code_error"]) for r in rows] == [0, 1, 0, 0]
     assert [float(r["updated"]) for r in rows] == [1, 1, 0, 0]
@@ -131,7 +123,7 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
                   f"env_spec.lm_spec.base_url={server.base_url}",
                   "env_spec.lm_spec.lm=test-model")
     assert crafter.returncode == 0, crafter.stderr[-3000:]
-    rows = csv_rows(the_run(tmp_path, "CRAFT") / "iteration.csv")
+    rows = csv_rows(find_run(tmp_path, "CRAFT") / "iteration.csv")
     assert [float(r["unparsable"]) for r in rows] == [1, 1]
     assert [float(r["steps"]) for r in rows] == [10, 10]  # "do nothing" for the whole episode
 
