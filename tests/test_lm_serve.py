@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from ellm.lm.serve import (
     main,
     model_settings,
     plain_prompt,
+    supervise,
     wait_until_ready,
 )
 from text_crafter.actions import GOOD_ACTIONS
@@ -272,3 +274,91 @@ def test_slots_benchmark_checks_its_arguments(capsys):
         bench.main(["--slots", "1"])
     assert exit_.value.code == 2
     assert "--slots needs an integer >= 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("crash_before_ready", "died with SIGSEGV (Segmentation fault) while loading the model"),
+    ("crash_while_serving", "died with SIGSEGV (Segmentation fault) while serving"),
+    ("fail_check", ("failed its start-up check (one short completion) and http://h/v1 was "
+                    "never served: ValueError: the model answered nothing")),
+])
+def test_a_model_process_that_crashes_or_fails_its_check_is_reported(target, expected, capsys):
+    import serve_children
+
+    ready: list[tuple[int, str]] = []
+    code = supervise(getattr(serve_children, target), (), url="http://h/v1",
+                     on_ready=lambda pid, status: ready.append((pid, status)))
+    assert code == 1
+    assert expected in capsys.readouterr().err
+    assert bool(ready) == (target == "crash_while_serving")
+
+
+def test_a_stopped_server_exits_cleanly(capsys):
+    import serve_children
+
+    pids: list[int] = []
+    # SIGTERM to this process, as a service manager sends it, once the child is ready.
+    code = supervise(serve_children.serve_until_stopped, (), url="http://h/v1",
+                     on_ready=lambda pid, status: (pids.append(pid),
+                                                   os.kill(os.getpid(), signal.SIGTERM)))
+    assert code == 0 and pids
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
+
+
+def _llama_or_missing() -> None:
+    missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
+    if importlib.util.find_spec("llama_cpp") is None:
+        missing("llama-cpp-python is not installed (pip install -e '.[llm]')")
+
+
+def test_a_model_file_that_cannot_load_ends_the_server_with_its_reason(tmp_path, capsys):
+    _llama_or_missing()
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"GGUF" + bytes(64))
+    assert main(["--model", str(bogus), "--port", str(free_port())]) == 1
+    err = capsys.readouterr().err
+    assert "failed its start-up check" in err and "was never served" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_models_load_without_extra_buffer_types_and_answer(tmp_path):
+    """Pins the choice on any CPU: the packaged server's model is loaded with llama.cpp's extra
+    buffer types off (they crash some builds on CPUs with AMX) and still answers; the flag is
+    read back from the loaded model, not from our arguments."""
+    _llama_or_missing()
+    with packaged_server(tmp_path, "--n-ctx", "512") as (_, base_url, log_path):
+        log = log_path.read_text()
+        assert "extra buffer types off" in log and "the check answered" in log
+        model_pid = int(log.split("(model process ")[1].split(",")[0])
+        import json
+        import urllib.request
+
+        body = json.dumps({"prompt": "You see a tree. Next:", "max_tokens": 4}).encode()
+        request = urllib.request.Request(f"{base_url}/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert json.load(response)["usage"]["completion_tokens"] >= 1
+        # A model process that dies while serving ends the server, which names the signal.
+        os.kill(model_pid, signal.SIGSEGV)
+        deadline = time.monotonic() + 30
+        while listening(int(base_url.split(":")[2].split("/")[0])):
+            assert time.monotonic() < deadline, "the server outlived its model process"
+            time.sleep(0.2)
+        time.sleep(0.5)
+        assert "died with SIGSEGV (Segmentation fault) while serving" in log_path.read_text()
+
+
+def test_extra_buffer_types_are_off_unless_asked(tmp_path):
+    _llama_or_missing()
+    import llama_cpp.llama_cpp as low
+
+    from ellm.lm.llama import extra_buffer_types
+
+    assert low.llama_model_default_params().use_extra_bufts  # llama.cpp's own default: on
+    for enabled in (False, True):
+        with extra_buffer_types(enabled):
+            assert low.llama_model_default_params().use_extra_bufts is enabled
+    assert low.llama_model_default_params().use_extra_bufts

@@ -21,6 +21,12 @@ request takes a free slot and waits only while all N are busy. With
 ``env_spec.lm_spec.blocking=false`` set ``max_in_flight`` to about N (docs/lm.md, "Goals without
 waiting"). This is parallel decoding, not llama.cpp's batched decoding of one model: for that,
 and on a GPU, use vLLM or llama.cpp's own ``llama-server --parallel N`` (docs/lm.md).
+
+Crashes: the model runs in a child process that this one watches. Each copy of the model answers
+one short completion before the server listens; a model that fails it, or a model process that
+dies (e.g. SIGSEGV inside llama.cpp), ends the server with a message naming the failure or the
+signal, and exit code 1. llama.cpp's extra buffer types (weight repacking, which crashes some
+builds on CPUs with AMX) are off unless ``--extra-bufts`` (:mod:`ellm.lm.llama`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +45,8 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -72,6 +82,9 @@ PACKAGED_MODELS: Final = {
 DEFAULT_PACKAGED: Final = "gemma3-270m"
 T = TypeVar("T")
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CRASH_HINT: Final = ("A llama.cpp build that crashes here may run with its extra buffer types "
+                     "off (the default; --extra-bufts turns them on) or with fewer --threads; "
+                     "docs/lm.md, 'A real LLM offline'.")
 
 
 class ModelNotFound(RuntimeError):
@@ -184,28 +197,148 @@ def threads_per_slot(n_threads: int | None, parallel: int) -> int | None:
     return max(1, (os.cpu_count() or 1) // parallel)
 
 
-def serve(model: ServedModel, *, host: str, port: int, n_ctx: int,
-          n_threads: int | None, parallel: int = 1) -> None:
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the model process serves (the command line's options)."""
+
+    host: str
+    port: int
+    n_ctx: int
+    n_threads: int | None
+    parallel: int = 1
+    extra_bufts: bool = False  # llama.cpp's weight repacking (ellm.lm.llama): off by default
+
+
+def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = None) -> None:
     """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM, with
-    ``parallel`` copies of the model answering concurrent requests."""
+    ``options.parallel`` copies of the model answering concurrent requests. Each copy answers
+    one short completion first; then ``ready`` (a pipe to the supervising process) is told
+    "ready", or why the check failed, and the server starts listening."""
     import uvicorn
     from llama_cpp.server import app as server_app
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
+    from ellm.lm.llama import extra_buffer_types, startup_check
+
     register_plain_chat_format()
     settings = [ModelSettings(**model_settings(
-        model, n_ctx=n_ctx, n_threads=threads_per_slot(n_threads, parallel)))]
-    app = server_app.create_app(
-        server_settings=ServerSettings(host=host, port=port, interrupt_requests=False),
-        model_settings=settings)
-    if parallel > 1:
+        model, n_ctx=options.n_ctx, n_threads=threads_per_slot(options.n_threads,
+                                                               options.parallel)))]
+    try:
+        # The whole process loads with the choice: a proxy may reload its model later.
+        with extra_buffer_types(options.extra_bufts):
+            app = server_app.create_app(
+                server_settings=ServerSettings(host=options.host, port=options.port,
+                                               interrupt_requests=False),
+                model_settings=settings)
+            proxies = [server_app._llama_proxy]  # the copy create_app loaded
+            proxies += [LlamaProxy(models=settings) for _ in range(options.parallel - 1)]
+            answers = [startup_check(proxy()) for proxy in proxies]
+    except Exception as err:  # noqa: BLE001 - any failure to load or answer is reported
+        _tell(ready, f"failed: {type(err).__name__}: {err}")
+        raise SystemExit(1) from None
+    if options.parallel > 1:
         # The completion routes look get_llama_proxy up in their module at each request;
         # the pool replaces its single lock with one slot per model copy.
-        first = server_app._llama_proxy  # the copy create_app loaded
-        server_app.get_llama_proxy = slot_pool(
-            [first, *(LlamaProxy(models=settings) for _ in range(parallel - 1))])
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+        server_app.get_llama_proxy = slot_pool(proxies)
+    # Read back from the loaded model, so the announcement reports what llama.cpp was given.
+    extra = "on" if proxies[0]().model_params.use_extra_bufts else "off"
+    _tell(ready, f"ready: extra buffer types {extra}; the check answered {answers[0]!r}")
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning")
+
+
+def _tell(ready: Connection | None, message: str) -> None:
+    if ready is not None:
+        ready.send(message)
+        ready.close()
+
+
+def _model_process(model: ServedModel, options: ServeOptions, ready: Connection) -> None:
+    """The child that holds the model: it dies with the supervisor (Linux), and stops on
+    SIGTERM/SIGINT as uvicorn does."""
+    die_with_parent()
+    serve(model, options, ready)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent dies (a no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV (Segmentation fault)`` for 11."""
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}"
+    return f"{sig.name} ({signal.strsignal(sig) or sig.name})"
+
+
+def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str,
+              on_ready: Callable[[int, str], None] = lambda pid, status: None) -> int:
+    """Run ``target(*args, ready)`` in a child process (spawned) and watch it.
+
+    The child sends one line on ``ready`` once its model answered the start-up check. Returns
+    0 when the child stopped on SIGINT/SIGTERM (which this process forwards to it); otherwise
+    prints what happened, naming the signal that killed the model, and returns 1."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=target, args=(*args, send), name="ellm-lm-model")
+    child.start()
+    send.close()
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        if child.pid is not None and child.is_alive():
+            os.kill(child.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = _await_ready(child, receive)
+        if status.startswith("ready"):
+            on_ready(child.pid or 0, status)
+        child.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return _verdict(child.exitcode, status, stopping, url)
+
+
+def _await_ready(child: BaseProcess, receive: Connection) -> str:
+    """The child's ready line, or "" when it died (or closed the pipe) without one."""
+    while child.is_alive() or receive.poll():
+        try:
+            if receive.poll(0.2):
+                return str(receive.recv())
+        except (EOFError, OSError):
+            return ""
+    return ""
+
+
+def _verdict(exitcode: int | None, status: str, stopping: bool, url: str) -> int:
+    ready = status.startswith("ready")
+    if stopping and (exitcode == 0 or exitcode in (-signal.SIGTERM, -signal.SIGINT)):
+        return 0
+    if status.startswith("failed"):
+        print(f"error: the model failed its start-up check (one short completion) and "
+              f"{url} was never served: {status.removeprefix('failed: ')}", file=sys.stderr)
+    elif exitcode is not None and exitcode < 0:
+        when = ("while serving: requests in flight got no answer (clients see the "
+                "connection closed without an answer)" if ready else
+                "while loading the model or computing its start-up check completion")
+        print(f"error: the model process died with {signal_name(-exitcode)} {when}. "
+              f"{CRASH_HINT}", file=sys.stderr)
+    else:
+        print(f"error: the model process exited with code {exitcode} "
+              f"{'while serving' if ready else 'before it was ready'}", file=sys.stderr)
+    return 1
 
 
 def wait_until_ready(base_url: str, timeout: float = 120.0,
@@ -242,6 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "weights and context in RAM)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="where a split model is reassembled (default: the LM cache dir)")
+    parser.add_argument("--extra-bufts", action="store_true",
+                        help="let llama.cpp repack the weights into its extra buffer types "
+                             "(AMX, repack); off by default: builds crash with them on some "
+                             "CPUs with AMX (docs/lm.md)")
     parser.add_argument("--print-path", action="store_true",
                         help="print the model file path and exit")
     args = parser.parse_args(argv)
@@ -262,13 +399,18 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(it compiles llama.cpp, ~5-10 min)", file=sys.stderr)
         return 2
     url = f"http://{args.host}:{args.port}/v1"
+    options = ServeOptions(args.host, args.port, args.n_ctx, args.threads, args.parallel,
+                           args.extra_bufts)
     slots = f", {args.parallel} slots" if args.parallel > 1 else ""
-    print(f"serving {model.path.name} as {model.alias!r} at {url}{slots} (Ctrl-C stops it); "
-          f"train with:\n  python train.py env_spec.lm_spec.lm_class=GPTLanguageModel "
-          f"env_spec.lm_spec.base_url={url}", flush=True)
-    serve(model, host=args.host, port=args.port, n_ctx=args.n_ctx, n_threads=args.threads,
-          parallel=args.parallel)
-    return 0
+
+    def announce(pid: int, status: str) -> None:
+        print(f"serving {model.path.name} as {model.alias!r} at {url}{slots} (model process "
+              f"{pid}, {status.removeprefix('ready: ')}; Ctrl-C stops it); train with:\n"
+              f"  python train.py env_spec.lm_spec.lm_class=GPTLanguageModel "
+              f"env_spec.lm_spec.base_url={url}", flush=True)
+
+    print(f"loading {model.path.name} and checking one completion ...", flush=True)
+    return supervise(_model_process, (model, options), url=url, on_ready=announce)
 
 
 if __name__ == "__main__":
