@@ -9,10 +9,19 @@ import pytest
 
 import text_crafter
 import text_housekeep
-from text_crafter.llf_base import FEEDBACK_TYPES, NO_OP, feedback_kinds, normalise_action
+from baselines.llf import parse_action
+from text_crafter.llf_base import (
+    FEEDBACK_TYPES,
+    MAX_ACTION_CHARS,
+    NO_OP,
+    feedback_kinds,
+    normalise_action,
+    not_an_action,
+)
 
 CRAFTER, HOUSEKEEP = text_crafter.LLF_ENV_ID, text_housekeep.LLF_ENV_ID
 KEYS = {"observation", "instruction", "feedback"}
+TEN_MB = 10_000_000
 
 
 def make(env_id: str, **kwargs):
@@ -62,6 +71,14 @@ def test_bad_arguments_name_the_valid_values(env_id):
         make(env_id, feedback_type="hq")
 
 
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+@pytest.mark.parametrize("length", [0, -3, 2.5, "10", True, None])
+def test_a_length_that_is_not_a_positive_int_is_refused(env_id, length):
+    with pytest.raises(ValueError, match=re.escape(
+            f"length={length!r} is invalid: expected an integer >= 1")):
+        make(env_id, length=length)
+
+
 def test_bad_task_and_episode_are_refused():
     with pytest.raises(ValueError, match="task='fly to the moon' is invalid"):
         gym.make(CRAFTER, task="fly to the moon")
@@ -94,7 +111,7 @@ def test_step_before_reset_and_after_the_end_raise_clearly(env_id):
 
 @pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
 @pytest.mark.parametrize("action", ["fly away", "", 42, None, "pick the moon"])
-def test_an_unusable_action_gets_hn_feedback_and_a_no_op(env_id, action):
+def test_an_unusable_action_gets_the_notice_and_a_no_op(env_id, action):
     env = make(env_id, feedback_type="hn")
     env.reset(seed=2)
     out = env.step(action)
@@ -103,6 +120,90 @@ def test_an_unusable_action_gets_hn_feedback_and_a_no_op(env_id, action):
     reference = make(env_id, feedback_type="hn")
     reference.reset(seed=2)
     assert out[0]["observation"] == reference.step(NO_OP)[0]["observation"]
+
+
+def no_op_feedback(env_id: str, feedback_type: str) -> str | None:
+    """The first step's feedback for the no-op, at seed 2."""
+    env = make(env_id, feedback_type=feedback_type)
+    env.reset(seed=2)
+    return env.step(NO_OP)[0]["feedback"]
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+@pytest.mark.parametrize("feedback_type", FEEDBACK_TYPES)
+def test_a_non_action_gets_the_notice_under_every_feedback_type(env_id, feedback_type):
+    env = make(env_id, feedback_type=feedback_type)
+    env.reset(seed=2)
+    feedback = env.step("fly away")[0]["feedback"]
+    notice = ("'fly away' is not an action, so nothing was done. Answer with exactly one action "
+              "of the instruction's list.")
+    rest = no_op_feedback(env_id, feedback_type)
+    assert feedback == (f"{notice} {rest}" if rest else notice)
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise ValueError("no text here")
+
+
+class SlyText(str):
+    """A str whose methods raise: the env reads its plain text."""
+
+    def __str__(self) -> str:
+        raise ValueError("no text here")
+
+    def lower(self) -> str:
+        raise ValueError("no lower case here")
+
+
+def deep_list(depth: int = 100_000) -> list:
+    nested: list = []
+    for _ in range(depth):
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+@pytest.mark.parametrize("action", [deep_list(), Unprintable()], ids=["deep_list", "raising_str"])
+def test_an_object_with_no_text_gets_the_notice_and_a_no_op(env_id, action):
+    env = make(env_id, feedback_type="n")
+    env.reset(seed=2)
+    obs, *_, info = env.step(action)
+    assert obs["feedback"] == not_an_action(None)
+    assert obs["feedback"].startswith("An object with no text is not an action, so nothing was")
+    assert info["valid_action"] is False and info["action"] == NO_OP
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_a_str_subclass_is_read_as_its_plain_text(env_id):
+    env = make(env_id)
+    env.reset(seed=2)
+    info = env.step(SlyText(" Do Nothing. "))[-1]
+    assert info["valid_action"] is True and info["action"] == NO_OP
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_a_ten_megabyte_action_is_not_an_action(env_id):
+    env = make(env_id, feedback_type="n")
+    env.reset(seed=2)
+    for action in ["chop tree " * (TEN_MB // 10), NO_OP + " " * TEN_MB]:
+        obs, *_, info = env.step(action)
+        assert obs["feedback"] == not_an_action(action)
+        assert obs["feedback"].startswith(repr(action[:57] + "...") + " is not an action")
+        assert info["valid_action"] is False
+
+
+def test_only_a_bounded_prefix_of_an_action_is_read():
+    line = "I would Chop Tree, " + "then chop tree " * (TEN_MB // 15)
+    normalised = normalise_action(line)
+    assert normalised == normalise_action(line[:MAX_ACTION_CHARS]) + " ..."
+    assert len(normalised) <= MAX_ACTION_CHARS + 4
+    assert normalise_action(NO_OP + " " * MAX_ACTION_CHARS) == f"{NO_OP} ..."
+    assert normalise_action(NO_OP + " " * (MAX_ACTION_CHARS - len(NO_OP))) == NO_OP
+    actions = make(CRAFTER).unwrapped.actions
+    assert parse_action(line, actions) == "chop tree"
+    assert parse_action("x" * TEN_MB + " chop tree", actions) is None
+    assert parse_action(NO_OP + " " * TEN_MB, actions) == NO_OP
 
 
 def test_crafter_feedback_per_type():

@@ -76,7 +76,7 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
     def __init__(self, task: str | None = None, instruction_type: str = "b",
                  feedback_type: Any = "a", version: int = 2, length: int = 400,
                  dying: bool = True, seed: int | None = None, **kwargs: Any):
-        super().__init__(instruction_type, feedback_type)
+        super().__init__(instruction_type, feedback_type, length)
         if task is not None and task not in SINGLE_TASKS:
             raise ValueError(f"task={task!r} is invalid: expected null (unlock as many "
                              f"achievements as you can) or one of {', '.join(SINGLE_TASKS)}")
@@ -84,7 +84,6 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
         self.game = CrafterTextEnv(version=version, action_space_type="harder", length=length,
                                    dying=dying, seed=seed, **kwargs)
         self.version = version
-        self.length = length
         self.actions = tuple(self.game.action_names)  # "do nothing" is the first
 
     @property
@@ -103,7 +102,7 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
         self._done = False
         return self._observe(), self._instructions(), {"task": self.task or OPEN_TASK}
 
-    def _play(self, action: str, invalid: str | None) -> Outcome:
+    def _play(self, action: str) -> Outcome:
         before = self.player.inventory.copy()
         facing = thing_at(self.world, _ahead(self.player))
         health = before["health"]
@@ -124,8 +123,7 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
         feedback.r = (f"You received a reward of {reward:g}." if reward
                       else "You received no reward.")
         feedback.add("hp", self._hindsight_positive(action, info, before, newly, progress))
-        if invalid is None:
-            feedback.add("hn", self._hindsight_negative(action, info, before, facing))
+        feedback.add("hn", self._hindsight_negative(action, info, before, facing))
         if self.player.health < health:
             lost = health - self.player.health
             feedback.add("hn", f"You lost {lost} health (now {self.player.health}/9)"

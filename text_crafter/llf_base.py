@@ -18,8 +18,11 @@ Written from LLF-Bench's documentation (Cheng et al., 2023); no LLF-Bench code i
   have something to say, drawn at random each step, ``n`` none. A sequence of the five kinds
   (``("hp", "fp")``) gives those kinds. The feedback is None when nothing selected applies.
 - Feedback names actions in double quotes (``"chop tree"``).
-- An action string that is not an action gets ``hn`` feedback and a no-op step, never an
-  exception; ``step`` before ``reset`` or after the episode's end raises RuntimeError.
+- Anything that is not an action (any string or object) gets a no-op step and a "not an
+  action" notice at the head of the feedback whatever the feedback type, ``n`` included (as
+  LLF-Bench's text wrapper answers "Cannot parse action"), never an exception. Only the first
+  :data:`MAX_ACTION_CHARS` characters of an action are read. ``step`` before ``reset`` or after
+  the episode's end raises RuntimeError.
 
 A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``.
 """
@@ -37,6 +40,7 @@ INSTRUCTION_TYPES: Final = ("b", "p", "c")
 FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp", "fn")
 FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")
 NO_OP: Final = "do nothing"
+MAX_ACTION_CHARS: Final = 1024  # what is read of an action; longer text is never an action
 _TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
 
 
@@ -104,28 +108,55 @@ def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
                      f"{', '.join(FEEDBACK_TYPES)} or a list of {', '.join(FEEDBACK_KINDS)}")
 
 
+def action_text(action: Any) -> str | None:
+    """``action`` as a plain str; None when it has none (its ``__str__`` raises, or it nests too
+    deep to print). Actions come from outside: no object may crash a step."""
+    try:
+        return str.__str__(action if isinstance(action, str) else str(action))
+    except Exception:  # noqa: BLE001 - RecursionError, or whatever a foreign __str__ raises
+        return None
+
+
 def normalise_action(action: Any) -> str:
-    """Lower case, single spaces, surrounding quotes, backticks and final full stop removed."""
-    text = " ".join(str(action).lower().split())
-    return text.strip("\"'`").rstrip(".!").strip()
+    """Lower case, single spaces, surrounding quotes, backticks and final full stop removed.
+    Only the first :data:`MAX_ACTION_CHARS` characters are read, so the time is bounded
+    whatever the length; a longer text ends in " ..." and so never equals an action."""
+    text = action_text(action) or ""
+    name = " ".join(text[:MAX_ACTION_CHARS].lower().split())
+    name = name.strip("\"'`").rstrip(".!").strip()
+    return f"{name} ..." if len(text) > MAX_ACTION_CHARS else name
+
+
+def not_an_action(text: str | None) -> str:
+    """The notice for an action that is not one (``text``: what was sent, None: no text)."""
+    if text is None:
+        what = "An object with no text"
+    else:
+        what = repr(text if len(text) <= 60 else text[:57] + "...")
+    return (f"{what} is not an action, so nothing was done. "
+            "Answer with exactly one action of the instruction's list.")
 
 
 class LanguageFeedbackEnv(gym.Env):
     """The LLF-Bench contract (module docstring); a game implements the two hooks below.
 
-    ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included.
+    ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included;
+    ``length``: the steps of an episode, which the game truncates there.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     actions: tuple[str, ...] = (NO_OP,)
 
-    def __init__(self, instruction_type: str = "b", feedback_type: Any = "a"):
+    def __init__(self, instruction_type: str = "b", feedback_type: Any = "a", length: int = 100):
         if instruction_type not in INSTRUCTION_TYPES:
             raise ValueError(f"instruction_type={instruction_type!r} is invalid: expected one "
                              f"of {', '.join(INSTRUCTION_TYPES)}")
         self.instruction_type = instruction_type
         self.feedback_type = feedback_type
         self._kinds = feedback_kinds(feedback_type)
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"length={length!r} is invalid: expected an integer >= 1")
+        self.length = length
         self.action_space = gym.spaces.Text(max_length=256, min_length=0,
                                             charset=string.printable)
         self.observation_space = gym.spaces.Dict(
@@ -138,9 +169,8 @@ class LanguageFeedbackEnv(gym.Env):
         """Start an episode: (observation, the task's instructions, info)."""
         raise NotImplementedError
 
-    def _play(self, action: str, invalid: str | None) -> Outcome:
-        """Play ``action`` (one of :attr:`actions`); ``invalid`` is the unusable string the
-        agent sent when ``action`` is the no-op standing in for it."""
+    def _play(self, action: str) -> Outcome:
+        """Play ``action``, one of :attr:`actions` (the no-op in place of anything else)."""
         raise NotImplementedError
 
     # ---- the contract ---------------------------------------------------------------------
@@ -160,20 +190,18 @@ class LanguageFeedbackEnv(gym.Env):
         if self._over:
             raise RuntimeError(f"{type(self).__name__}.step() called after the episode ended "
                                "(terminated or truncated): call reset() to start a new one")
-        name = normalise_action(action)
-        invalid = None if name in self.actions else str(action)
-        out = self._play(NO_OP if invalid is not None else name, invalid)
-        if invalid is not None:
-            shown = invalid if len(invalid) <= 60 else invalid[:57] + "..."
-            out.feedback.hn = (f"{shown!r} is not an action, so nothing was done. "
-                               "Answer with exactly one action of the instruction's list."
-                               + (f" {out.feedback.hn}" if out.feedback.hn else ""))
+        text = action_text(action)
+        name = None if text is None else normalise_action(text)
+        valid = name in self.actions
+        played = name if valid else NO_OP
+        out = self._play(played)
         self._over = out.terminated or out.truncated
         pick = self.np_random if self.feedback_type == "m" else None
-        obs = {"observation": out.observation, "instruction": None,
-               "feedback": out.feedback.select(self._kinds, pick)}
-        info = {**out.info, "success": out.success, "valid_action": invalid is None,
-                "action": NO_OP if invalid is not None else name}
+        feedback = out.feedback.select(self._kinds, pick)
+        if not valid:
+            feedback = " ".join(t for t in (not_an_action(text), feedback) if t)
+        obs = {"observation": out.observation, "instruction": None, "feedback": feedback}
+        info = {**out.info, "success": out.success, "valid_action": valid, "action": played}
         return obs, float(out.reward), out.terminated, out.truncated, info
 
     def _instruction(self, instructions: Instructions) -> str:

@@ -51,17 +51,14 @@ class HousekeepLLFEnv(LanguageFeedbackEnv):
     def __init__(self, task: str = DEFAULT_TASK, ep_num: int | None = None,
                  instruction_type: str = "b", feedback_type: Any = "a", length: int = 100,
                  data_dir: str | Path | None = None):
-        super().__init__(instruction_type, feedback_type)
+        super().__init__(instruction_type, feedback_type, length)
         self.task = task
         self.data_dir = data_dir
         self.count = episode_count(task, Path(data_dir) if data_dir is not None else None)
         if ep_num is not None and not 0 <= ep_num < self.count:
             raise ValueError(f"ep_num={ep_num!r} is invalid: scene {task} has {self.count} "
                              f"episodes (0..{self.count - 1}), or null for one drawn per reset")
-        if length < 1:
-            raise ValueError(f"length={length!r} is invalid: expected an integer >= 1")
         self.ep_num = ep_num
-        self.length = length
 
     # ---- episode ----------------------------------------------------------------------------
     def _start(self, seed: int | None, options: dict | None):
@@ -83,7 +80,7 @@ class HousekeepLLFEnv(LanguageFeedbackEnv):
         self._no_room: set[tuple[int, int]] = set()
         return self._observe(), self._instructions(), {"episode": ep, "scene": self.task}
 
-    def _play(self, action: str, invalid: str | None) -> Outcome:
+    def _play(self, action: str) -> Outcome:
         feedback = Feedback()
         reward, success = 0.0, False
         if action != NO_OP:
