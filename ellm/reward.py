@@ -33,7 +33,51 @@ from text_crafter.tasks import (  # re-exported: the chains are game data
 )
 
 __all__ = ["CUSTOM_TASKS", "CUSTOM_TASK_CHAINS", "SINGLE_TASKS", "SURVIVAL_REWARD", "TASK_CHAINS",
-           "GoalReward", "SingleTaskReward"]
+           "BatchReward", "GoalReward", "Reward", "SingleTaskReward", "StepReward"]
+
+
+# ---------------------------------------------------------------------------- the reward seam
+class Reward(Protocol):
+    """A reward an agent learns from: ELLM's goal reward, a single task's, the game reward,
+    RND, NovelD or APT. ``per_step`` says when it is computed, and so which of the two
+    sub-protocols a plug-in implements:
+
+    - :class:`StepReward` (``per_step`` True): at collection, one value per env step; the
+      loop sums a run's per-step rewards into the replay's ``reward``, which reaches the learner
+      as each sampled transition's n-step return (clipped as the config says);
+    - :class:`BatchReward` (``per_step`` False): at update, from the sampled transitions; the
+      agent adds its n-step return to the batch's ``reward`` before the TD step, then lets the
+      plug-in learn from the batch.
+    """
+
+    name: str  # prefix of its metrics
+    per_step: bool
+
+
+class StepReward(Reward, Protocol):
+    """A reward computed at collection (``per_step`` True)."""
+
+    def reset(self) -> None:
+        """A new episode starts."""
+
+    def step(self, info: Mapping[str, Any], goals: Sequence[str]) -> float:
+        """The reward of the step just taken (``info`` of the env step; ``goals``: those shown
+        to the agent when it acted)."""
+
+
+class BatchReward(Reward, Protocol):
+    """A reward computed at update (``per_step`` False)."""
+
+    def compute(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """The n-step return of each sampled transition (a [B] tensor on the agent's device,
+        no gradients) and metrics kept on the device (tensors) or plain floats."""
+
+    def update(self, batch: Any) -> dict[str, float]:
+        """Learn from the batch (e.g. one gradient step of a predictor); its losses."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class Embedder(Protocol):
