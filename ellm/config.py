@@ -21,6 +21,7 @@ from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import parse_lm_spec
+from ellm.methods import resolve_method
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
@@ -152,6 +153,7 @@ def validate(cfg: DictConfig) -> Game:
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
     game.validate(cfg)
+    resolve_method(cfg, game)
     resolve_device(cfg.device)
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
@@ -162,27 +164,6 @@ def validate(cfg: DictConfig) -> Game:
 def agent_target(cfg: DictConfig) -> str:
     """The agent class to build: ``agent._target_`` with the original's spellings mapped."""
     return AGENT_ALIASES.get(cfg.agent._target_, cfg.agent._target_)
-
-
-def method_of(cfg: DictConfig, game: Game) -> str:
-    """What a run trains, recorded as ``method`` in ``config.json`` and snapshots: ellm-oracle,
-    ellm-llm, ellm-dummy, novelty, rnd, noveld, apt, extrinsic or random."""
-    agent = cfg.agent
-    if all(float(agent[k]) == 1.0 for k in ("train_eps_min", "train_eps_max", "eval_eps")):
-        return "random"
-    cls = agent_target(cfg).rsplit(".", 1)[-1]
-    if cls == "RNDAgent":
-        return "noveld" if OmegaConf.select(agent, "noveld") else "rnd"
-    if cls in ("ICMAPTAgent", "APTAgent"):
-        return "apt"
-    if game.extrinsic(cfg):
-        return "extrinsic"
-    lm = cfg.env_spec.lm_spec
-    if lm.lm_class in ("BaselineModel", "BaselineLM"):
-        return "novelty"
-    if lm.lm_class == "SimpleOracle":
-        return "ellm-oracle"
-    return "ellm-dummy" if lm.dummy_lm else "ellm-llm"
 
 
 def resolve_device(device: Any) -> torch.device:
@@ -269,7 +250,6 @@ __all__ = [
     "RunOptions",
     "agent_target",
     "check_lm_spec",
-    "method_of",
     "parse",
     "redacted",
     "resolve_device",

@@ -1,7 +1,8 @@
 """Evaluation episodes on a separate env, with the agent's eval epsilon: the game's metrics
 (for Crafter: achievements unlocked per episode, the Crafter score, per-achievement success
-rates), the mean episode length and intrinsic return, and, with ``single_goal_eval``, each
-goal's success rate when the agent is shown only that goal."""
+rates), the mean episode length, intrinsic return and action diagnostics, and, with
+``single_goal_eval``, each goal's success rate when the agent is shown only that goal. Every
+episode is the one rollout (:class:`ellm.rollout.Rollout`) the training loop runs."""
 
 from __future__ import annotations
 
@@ -9,75 +10,72 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from ellm.frames import FrameStack
 from ellm.games import Game
 from ellm.goals import Goals
-from ellm.inputs import AgentInputs
-from text_crafter import StatsWriter
+from ellm.rollout import Rollout
+
+DIAGNOSTICS = ("action_entropy", "top_action_share", "noop_share")
 
 
 class Evaluator:
-    """``run(agent, frame) -> metrics``; episodes go to ``stats_path`` (Crafter's format)."""
+    """``run(agent, frame) -> metrics``; episodes go to ``stats_path`` (Crafter's format).
+    ``rollout`` runs the evaluation episodes with the goals and rewards of the evaluated method;
+    ``goal_rollout`` (no reward, goals fixed per episode) the single-goal ones."""
 
-    def __init__(self, env: gym.Env, goals: Goals, game: Game, inputs: AgentInputs, *,
-                 stats_path: str | Path, num_episodes: int, frame_stack: int,
-                 single_goals: Sequence[str] = (), train_goals: Goals | None = None,
+    def __init__(self, rollout: Rollout, game: Game, *, stats_path: str | Path,
+                 num_episodes: int, single_goals: Sequence[str] = (),
+                 goal_rollout: Rollout | None = None, sources: Sequence[Goals] = (),
                  keep_until: int | None = None):
-        self.env, self.goals, self.game, self.inputs = env, goals, game, inputs
-        self.num_episodes, self.frame_stack = num_episodes, frame_stack
+        self.rollout, self.game = rollout, game
+        self.goal_rollout = goal_rollout
+        self.num_episodes = num_episodes
         self.single_goals = list(single_goals)
-        # The game's metrics may pool both goal sources (e.g. Housekeep's LM accuracy).
-        self._sources = [g for g in (train_goals, goals) if g is not None]
-        self.stats = StatsWriter(stats_path, keep_until=keep_until)
+        # The game's metrics may pool several goal sources (e.g. Housekeep's LM accuracy).
+        self.sources = list(sources)
+        self.stats = game.stats_writer(stats_path, keep_until=keep_until)
+
+    @property
+    def env(self) -> Any:
+        return self.rollout.env
 
     def run(self, agent: Any, frame: int) -> dict[str, float]:
         if self.num_episodes == 0:
             return {}
-        episodes, returns = [], []
+        episodes, summaries = [], []
         for _ in range(self.num_episodes):
-            stats, ret = self._episode(agent, frame)
+            stats, summary = self._episode(agent, frame)
             self.stats.write({**stats, "frame": frame})
             episodes.append(stats)
-            returns.append(ret)
+            summaries.append(summary)
         metrics = {
             "eval/episode_length": float(np.mean([ep["length"] for ep in episodes])),
-            "eval/intrinsic_reward": float(np.mean(returns)),
-            **self.game.eval_metrics(episodes, self._sources),
+            "eval/intrinsic_reward": float(np.mean([s["reward"] for s in summaries])),
+            **{f"eval/{k}": float(np.mean([s[k] for s in summaries])) for k in DIAGNOSTICS},
+            **self.game.eval_metrics(episodes, self.sources),
         }
         for goal in self.single_goals:
             wins = [self._goal_episode(agent, goal, frame) for _ in range(self.num_episodes)]
             metrics[f"goals/{goal.replace(' ', '_')}"] = 100.0 * float(np.mean(wins))
         return metrics
 
-    def _episode(self, agent: Any, frame: int) -> tuple[dict[str, float], float]:
-        """One episode with LM (or task) goals; (episode stats, intrinsic return)."""
-        stack = FrameStack(self.frame_stack)
-        obs, info = self.env.reset()
-        goals = self.goals.reset(obs, info)
-        frames = stack.reset(self.inputs.frame(obs["image"]))
-        total = 0.0
+    def _episode(self, agent: Any, frame: int) -> tuple[dict[str, float], dict[str, float]]:
+        """One episode with the method's goals; (the game's episode stats, the rollout's
+        summary)."""
+        self.rollout.reset()
         while True:
-            action = agent.act(self.inputs(frames, obs, goals), frame, eval_mode=True)
-            obs, _, terminated, truncated, info = self.env.step(action)
-            total += self.goals.reward(info)
-            goals = self.goals.observe(obs, info)
-            frames = stack.push(self.inputs.frame(obs["image"]))
-            if terminated or truncated:
-                return info["episode_stats"], total
+            step = self.rollout.step(lambda inputs: agent.act(inputs, frame, eval_mode=True))
+            if step.last:
+                return dict(step.info["episode_stats"]), self.rollout.summary()
 
     def _goal_episode(self, agent: Any, goal: str, frame: int) -> bool:
         """Show only ``goal``; success = the game says the goal was achieved."""
-        stack = FrameStack(self.frame_stack)
-        obs, _ = self.env.reset()
-        frames = stack.reset(self.inputs.frame(obs["image"]))
+        assert self.goal_rollout is not None, "single goals need a goal rollout"
+        self.goal_rollout.reset(goals=[goal])
         while True:
-            action = agent.act(self.inputs(frames, obs, [goal]), frame, eval_mode=True)
-            obs, _, terminated, truncated, info = self.env.step(action)
-            if self.game.goal_achieved(info, goal):
+            step = self.goal_rollout.step(lambda inputs: agent.act(inputs, frame, eval_mode=True))
+            if self.game.goal_achieved(step.info, goal):
                 return True
-            if terminated or truncated:
+            if step.last:
                 return False
-            frames = stack.push(self.inputs.frame(obs["image"]))

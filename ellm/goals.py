@@ -1,35 +1,38 @@
-"""Where a step's goals come from: the LM suggester, or a single finetuning task.
+"""Where the goals shown to the agent come from (the goal sources a :class:`ellm.rollout.Rollout`
+asks at each state), and the goal sentence the agent reads.
 
-:class:`GoalSource` hides the two modes of ELLM.md §4 from the training loop:
+- :class:`SuggestedGoals`: the LM suggester's goals for the state just observed (ELLM.md §3),
+  read as a text state by the game's ``state_of``; a goal the reward says was achieved is
+  passed on to the suggester's novelty filter (:meth:`SuggestedGoals.achieved`).
+- :class:`NoGoals`: a run whose agent reads no goal and learns from no goal reward asks no
+  suggester at all (RND, APT, random actions, the paper's extrinsic runs).
 
-- pretraining: goals = the suggester's goals for the current state; the reward of a step is
-  :class:`~ellm.reward.GoalReward` of the transition caption against the goals of the state the
-  action was taken in, and a matched goal is marked achieved (novelty bonus);
-- single task: the goal is the task (or the current subtask), paid by
-  :class:`~ellm.reward.SingleTaskReward`.
+A game's own goal sources (a single finetuning task, Housekeep's placements) live in its
+folder under :mod:`ellm.games`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ellm.lm import GoalSuggester, TextState
-from ellm.reward import GoalReward, SingleTaskReward
+from ellm.lm import GoalSuggester, LMCounters, TextState
 
 
 class Goals(Protocol):
-    """Goals for the agent and the intrinsic reward of each step, as the training loop sees
-    them (:class:`GoalSource` for Crafter, :class:`ellm.housekeep.HousekeepGoalSource`)."""
-
-    suggester: Any  # its ``metrics()`` are the run's ``lm/`` counters
-    matches: int  # steps of the episode whose transition achieved a goal
+    """A goal source: ``reset`` at an episode's start and ``observe`` after each step return
+    the goals for the state just observed; ``metrics`` are the run's ``lm/`` counters (without
+    the prefix); ``answering_client`` the LM client whose model answers, if any."""
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
 
     def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
 
-    def reward(self, info: Mapping[str, Any]) -> float: ...
+    def metrics(self) -> dict[str, float]: ...
+
+    def answering_client(self) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 def goal_text(goals: Sequence[str], paper_setting: bool = False) -> str:
@@ -40,54 +43,58 @@ def goal_text(goals: Sequence[str], paper_setting: bool = False) -> str:
     return f"Your goal is: {', '.join(goals) if goals else 'none'}."
 
 
-def text_state(obs: Mapping[str, Any], info: Mapping[str, Any]) -> TextState:
-    return TextState(
-        caption=obs["caption"], inventory=obs["inventory"], status=obs["status"],
-        inventory_counts=dict(info["inventory"]))
+class SuggestedGoals:
+    """The suggester's goals for each state (see the module docstring)."""
 
-
-class GoalSource:
-    """Goals for the agent and the intrinsic reward of each step."""
-
-    def __init__(
-        self,
-        suggester: GoalSuggester,
-        goal_reward: GoalReward | None,
-        single_task: SingleTaskReward | None = None,
-        check_success: bool = True,
-        show_goals: bool = True,
-    ):
+    def __init__(self, suggester: GoalSuggester,
+                 state_of: Callable[[Mapping[str, Any], Mapping[str, Any]], TextState]):
         self.suggester = suggester
-        self.goal_reward = goal_reward
-        self.single_task = single_task
-        self.show_goals = show_goals  # False: the agent is shown no goal (the paper's extrinsic runs)
-        self.check_success = check_success and getattr(suggester, "uses_success_gate", True)
+        self.state_of = state_of
         self.goals: list[str] = []
-        self.matches = 0
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
         self.suggester.reset()
-        if self.single_task is not None:
-            self.single_task.reset()
         return self.observe(obs, info)
 
     def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
-        """Goals for the state just observed (kept for the next reward)."""
-        if self.single_task is not None:
-            self.goals = [self.single_task.goal]
-        elif self.show_goals:
-            self.goals = self.suggester.suggest(text_state(obs, info))
+        self.goals = self.suggester.suggest(self.state_of(obs, info))
         return self.goals
 
-    def reward(self, info: Mapping[str, Any]) -> float:
-        """Intrinsic reward of the step just taken, against the previous state's goals."""
-        if self.single_task is not None:
-            return self.single_task(info["action_name"], info["effective_success"], info)
-        if self.goal_reward is None:  # extrinsic runs: the game reward is used instead
-            return 0.0
-        caption = info["transition_caption"] if self.check_success else info["action_name"]
-        value, matched = self.goal_reward(caption, self.goals)
-        if matched is not None:
-            self.suggester.mark_achieved(matched)
-            self.matches += 1
-        return value
+    def achieved(self, goal: str) -> None:
+        """A step achieved ``goal``: not suggested again this episode (the novelty bonus)."""
+        self.suggester.mark_achieved(goal)
+
+    @property
+    def uses_success_gate(self) -> bool:
+        return getattr(self.suggester, "uses_success_gate", True)
+
+    def metrics(self) -> dict[str, float]:
+        return self.suggester.metrics()
+
+    def answering_client(self) -> Any:
+        return getattr(self.suggester, "client", None)
+
+    def close(self) -> None:
+        self.suggester.close()
+
+
+class NoGoals:
+    """No goal, no suggester (see the module docstring)."""
+
+    def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def metrics(self) -> dict[str, float]:
+        return LMCounters().as_metrics()  # lm/queries 0: no LM was asked
+
+    def answering_client(self) -> Any:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+__all__ = ["Goals", "NoGoals", "SuggestedGoals", "goal_text"]

@@ -1,39 +1,25 @@
-"""ELLM's intrinsic rewards (ELLM.md §4).
+"""The reward seam and the rewards every game shares (ELLM.md §4).
 
-- :class:`GoalReward` (pretraining): the cosine similarity between the SBERT embedding of the
-  step's transition caption and the embeddings of the goals suggested at the *previous* step,
-  if above ``threshold`` (0.99), else 0. The reward is the cosine itself (about 0.99-1.0).
-  A caption is also compared under its synonym ("attack cow" for "eat cow"), so a goal phrased
-  either way is achieved by the one game action. The matched goal is returned so the caller can
-  mark it achieved (the novelty bonus: it pays at most once per episode).
-- :class:`SingleTaskReward` (finetuning, ``env_spec.single_task``): the goal shown is the task;
-  the reward is 1 when the executed action is the task (or its synonym) and was effective.
-  With ``single_goal_hierarchical`` the goal shown walks the task's prerequisite chain
-  (:data:`TASK_CHAINS`, game data of :mod:`text_crafter.tasks`); ``True`` pays every subtask,
-  ``"reward_last"`` only the task itself.
-
-The success gate (v1: plausible, v2: effective success) is applied by the environment, which
-only writes a transition caption when the gate passes; the Novelty baseline and
-``check_ac_success=False`` use the executed action's name instead.
+Every reward an agent learns from is a plug-in of one protocol, :class:`Reward`; whether it is
+computed per step at collection (:class:`StepReward`) or per batch at update
+(:class:`BatchReward`) is a property of the plug-in. Here: :class:`GameReward` (the game's own
+reward, with a weight) and :class:`GoalReward`, the scoring ELLM's goal reward rests on: the
+cosine similarity between the SBERT embedding of a step's transition caption and the
+embeddings of the goals suggested at the *previous* step, if above ``threshold`` (0.99), else 0.
+The reward is the cosine itself (about 0.99-1.0). A caption is also compared under the game's
+synonym for it ("attack cow" for "eat cow"), so a goal phrased either way is achieved by the one
+game action. Each game wires them to its captions in its folder under :mod:`ellm.games`; the
+exploration baselines' rewards are in :mod:`baselines`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from text_crafter import SYNONYMS, same_action
-from text_crafter.tasks import (  # re-exported: the chains are game data
-    CUSTOM_TASK_CHAINS,
-    CUSTOM_TASKS,
-    SINGLE_TASKS,
-    TASK_CHAINS,
-)
-
-__all__ = ["CUSTOM_TASKS", "CUSTOM_TASK_CHAINS", "SINGLE_TASKS", "SURVIVAL_REWARD", "TASK_CHAINS",
-           "BatchReward", "GoalReward", "Reward", "SingleTaskReward", "StepReward"]
+__all__ = ["BatchReward", "GameReward", "GoalReward", "Reward", "StepData", "StepReward"]
 
 
 # ---------------------------------------------------------------------------- the reward seam
@@ -54,15 +40,46 @@ class Reward(Protocol):
     per_step: bool
 
 
+class StepData(NamedTuple):
+    """The step a per-step reward scores."""
+
+    action: int
+    game_reward: float
+    info: Mapping[str, Any]  # the env step's info
+    goals: Sequence[str]  # the goals shown to the agent when it acted
+
+
 class StepReward(Reward, Protocol):
     """A reward computed at collection (``per_step`` True)."""
 
     def reset(self) -> None:
         """A new episode starts."""
 
-    def step(self, info: Mapping[str, Any], goals: Sequence[str]) -> float:
-        """The reward of the step just taken (``info`` of the env step; ``goals``: those shown
-        to the agent when it acted)."""
+    def step(self, data: StepData) -> float:
+        """The reward of the step just taken."""
+
+    def episode_metrics(self) -> dict[str, float]:
+        """Its metrics of the episode so far (e.g. how many steps achieved a goal)."""
+
+
+class GameReward:
+    """The game's own reward, as a per-step reward with a weight (the extrinsic baseline and
+    random actions learn from it alone; ``use_extr_rew=True`` adds it to another reward)."""
+
+    name = "game"
+    per_step = True
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = float(weight)
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, data: StepData) -> float:
+        return data.game_reward if self.weight == 1.0 else self.weight * data.game_reward
+
+    def episode_metrics(self) -> dict[str, float]:
+        return {}
 
 
 class BatchReward(Reward, Protocol):
@@ -87,15 +104,17 @@ class Embedder(Protocol):
 class GoalReward:
     """Cosine reward between a transition caption and the previous step's goals."""
 
-    def __init__(self, embedder: Embedder, threshold: float = 0.99):
+    def __init__(self, embedder: Embedder, threshold: float = 0.99,
+                 synonyms: Mapping[str, str] | None = None):
         self.embedder = embedder
         self.threshold = threshold
+        self.synonyms = dict(synonyms or {})  # the game's: caption -> the same action's other name
 
     def __call__(self, caption: str, goals: Sequence[str]) -> tuple[float, str | None]:
         """(reward, matched goal or None)."""
         if not caption or not goals:
             return 0.0, None
-        captions = [caption] + ([SYNONYMS[caption]] if caption in SYNONYMS else [])
+        captions = [caption] + ([self.synonyms[caption]] if caption in self.synonyms else [])
         cap = self.embedder.embed(captions)
         emb = self.embedder.embed(list(goals))
         sims = (emb @ cap.T).max(axis=1)
@@ -106,86 +125,3 @@ class GoalReward:
         return 0.0, None
 
 
-SURVIVAL_REWARD = 0.05  # paid every step of "survival", whatever the agent does
-# Neighbours that count for "plant row" and "make workshop": the original skipped the offsets
-# with dx == dy (the cell itself and one diagonal), so the other diagonal counts.
-_ROW_OFFSETS = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx != dy)
-
-HIERARCHICAL_MODES = (False, True, "reward_last")
-
-
-class SingleTaskReward:
-    """Reward 1 for effectively executing the task (or the current subtask of its chain); the
-    custom tasks are paid as the original paid them (:meth:`_custom`)."""
-
-    def __init__(self, task: str, hierarchical: bool | str = False):
-        if hierarchical not in HIERARCHICAL_MODES:
-            raise ValueError(
-                f"env_spec.single_goal_hierarchical must be one of {HIERARCHICAL_MODES}, "
-                f"got {hierarchical!r}")
-        self.task = task
-        self.hierarchical = hierarchical
-        self.chain = TASK_CHAINS.get(task, (task,)) if hierarchical else (task,)
-        self.reset()
-
-    def reset(self) -> None:
-        self._index = 0
-        self._trees_chopped = 0
-        self._drank_water = False
-
-    @property
-    def goal(self) -> str:
-        """The goal shown to the agent now."""
-        return self.chain[min(self._index, len(self.chain) - 1)]
-
-    def __call__(self, action_name: str, effective: bool,
-                 info: Mapping[str, Any] | None = None) -> float:
-        if self.task == "survival":
-            return SURVIVAL_REWARD
-        if not effective:
-            return 0.0
-        is_last = self._index >= len(self.chain) - 1
-        achieved = same_action(action_name, self.goal)
-        if self.task in CUSTOM_TASK_CHAINS:
-            achieved, reward = self._custom(action_name, achieved, info or {})
-        else:
-            reward = float(achieved)
-        if self.hierarchical == "reward_last" and not is_last:
-            reward = 0.0
-        if achieved and self.hierarchical:
-            self._index = min(self._index + 1, len(self.chain) - 1)
-        return reward
-
-    def _custom(self, action: str, achieved: bool,
-                info: Mapping[str, Any]) -> tuple[bool, float]:
-        """(achieved, reward) of a custom task's step, after the original's rules."""
-        flat = not self.hierarchical
-        if self.task == "plant row" and (flat or self._index == 3):
-            return self._beside(action, ("place plant",), info, lambda m, o: o == "plant")
-        if self.task == "make workshop" and (flat or self._index >= 2):
-            return self._beside(action, ("place crafting table", "make crafting table"), info,
-                                lambda m, o: m == "table")
-        if self.task == "deforestation" and flat:
-            self._trees_chopped += action == "chop tree"
-            done = self._trees_chopped >= len(CUSTOM_TASK_CHAINS["deforestation"])
-            return done, float(done)  # once done, every effective action pays, as it did
-        if self.task == "vegetarianism":
-            if not self._drank_water:
-                if action == "drink water":
-                    self._drank_water = True
-                    return bool(self.hierarchical), float(self.hierarchical is True)
-                return False, 0.0
-            return (True, 1.0) if action == "chop grass" else (False, 0.0)
-        if self.task == "chop grass with wood pickaxe" and self.goal == self.task:
-            held = info.get("inventory", {}).get("wood_pickaxe", 0) > 0
-            done = held and action == "chop grass"
-            return done, float(done)
-        return achieved, float(achieved)
-
-    @staticmethod
-    def _beside(action: str, actions: tuple[str, ...], info: Mapping[str, Any],
-                counts) -> tuple[bool, float]:
-        """Paid when ``action`` placed something next to a neighbour that ``counts``."""
-        around = info.get("placed_neighbours", {})
-        done = action in actions and any(counts(*around[o]) for o in _ROW_OFFSETS if o in around)
-        return done, float(done)

@@ -1,11 +1,12 @@
 """The training loop: one Workspace for pretraining, finetuning and guided exploration.
 
-Built from the Hydra config (see ``config.yaml``) for the game ``env_spec.name`` names
-(:mod:`ellm.games`), it owns the environments, the goal source (LM suggester or single task),
-the replay storage and loader, the agent, the evaluator, the logger and the checkpoints:
+Built from the Hydra config (see ``config.yaml``) for the method ``method`` names
+(:mod:`ellm.methods`) on the game ``env_spec.name`` names (:mod:`ellm.games`), it owns the
+rollout (env, goal source, per-step rewards: :mod:`ellm.rollout`), the replay storage and
+loader, the agent, the evaluator, the logger and the checkpoints:
 
-    seed frames (random actions) -> every step: act, env step, intrinsic reward against the
-    previous state's goals, new goals, store -> one update every ``update_every_steps`` ->
+    seed frames (random actions) -> every step: one rollout step (act, env step, reward against
+    the previous state's goals, new goals), store -> one update every ``update_every_steps`` ->
     every ``eval_every_frames``: evaluate and snapshot.
 """
 
@@ -15,6 +16,7 @@ import functools
 import logging
 import random
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,6 @@ import ellm
 from ellm import checkpoint
 from ellm.config import (
     agent_target,
-    method_of,
     resolve_device,
     resolve_threads,
     resolve_workers,
@@ -37,29 +38,25 @@ from ellm.config import (
     validate,
 )
 from ellm.entry import write_record
-from ellm.evaluate import Evaluator
-from ellm.frames import FRAME_SIZE, FrameStack, paper_gray84, to_gray84
+from ellm.evaluate import DIAGNOSTICS, Evaluator
+from ellm.frames import FRAME_SIZE, paper_gray84, to_gray84
 from ellm.games import EpisodeCounted
+from ellm.goals import NoGoals
 from ellm.inputs import AgentInputs
-from ellm.lm import LMClient
 from ellm.logger import Logger
+from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
+from ellm.reward import GameReward, StepReward
+from ellm.rollout import Rollout, Step
 from ellm.timing import Progress, Timer
-from text_crafter import StatsWriter
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Episode:
-    """The training episode in progress."""
+    """What the loop keeps of the training episode in progress (the rollout keeps the rest)."""
 
-    obs: dict[str, Any]
-    goals: list[str]
-    stack: FrameStack
-    frames: np.ndarray
-    length: int = 0
-    reward: float = 0.0
     timer: Timer = field(default_factory=Timer)
     updates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -70,7 +67,7 @@ class Workspace:
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
         self.game = validate(cfg)
         self.cfg = cfg
-        self.method = method_of(cfg, self.game)
+        self.method = resolve_method(cfg, self.game)
         self.device = resolve_device(cfg.device)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
@@ -79,42 +76,13 @@ class Workspace:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(resolve_threads(cfg.torch_threads))
         log.info("%s on %s; device: %s (asked: %s); torch threads: %d; run dir: %s",
-                 self.method, cfg.env_spec.name, self.device, cfg.device,
+                 self.method.name, cfg.env_spec.name, self.device, cfg.device,
                  torch.get_num_threads(), self.run_dir)
         _seed_everything(cfg.seed)
-
-        self.env = self.game.make_env(cfg, cfg.seed)
-        self.extrinsic = self.game.extrinsic(cfg)
-        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
-                                  functools.partial(self.game.goal_text, cfg),
-                                  paper_gray84 if self.paper else to_gray84)
-        self.embedder = None
-        if cfg.use_goal or cfg.use_language_state is not None or self.game.needs_embedder(cfg):
-            from ellm.embed import SentenceEmbedder
-
-            self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
-        self.goals = self.game.goal_source(cfg, self.embedder)
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
-        self.evaluator = Evaluator(  # the original seeds the eval env with seed + 1
-            self.game.make_env(cfg, cfg.seed + 1), self.game.goal_source(cfg, self.embedder),
-            self.game, self.inputs, stats_path=self.run_dir / "eval" / "stats.jsonl",
-            num_episodes=cfg.num_eval_episodes, frame_stack=cfg.frame_stack,
-            single_goals=self.game.single_goals(cfg) if cfg.single_goal_eval else (),
-            train_goals=self.goals, keep_until=keep)
-
-        replay_dir = self.run_dir / "buffer"
-        self.strings = StringTable(replay_dir / "strings.jsonl")
-        self.storage = ReplayStorage(replay_dir, self.strings)
-        self.loader = make_replay_loader(
-            replay_dir, capacity=cfg.replay_buffer_size, batch_size=cfg.batch_size,
-            num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
-            discount=cfg.discount,
-            frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
-            save_buffer=cfg.save_buffer, seed=cfg.seed,
-            per_episode=self.paper)
-        self._batches = None
-
+        self._build_rollouts(keep)
+        self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
         self.frame = self.episode = 0
         # train_after_reward / decay_after_reward wait, as the original, until the rewards
@@ -138,19 +106,69 @@ class Workspace:
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
             start_frame=self.frame)
-        self.train_stats = StatsWriter(self.run_dir / "train" / "stats.jsonl", keep_until=keep)
+        self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
+                                                  keep_until=keep)
         self.last_eval: dict[str, float] = {}
         self._lm_logged = self._lm_metrics()  # the lm/ metrics last logged
 
+    def _build_rollouts(self, keep_until: int | None) -> None:
+        """The training rollout and the evaluator's, each with its own env and goal source;
+        the evaluator scores only the game's goal reward (its intrinsic return)."""
+        cfg, game = self.cfg, self.game
+        env = game.make_env(cfg, cfg.seed)
+        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
+                                  functools.partial(game.goal_text, cfg),
+                                  paper_gray84 if self.paper else to_gray84)
+        self.embedder = None
+        if (cfg.use_goal or cfg.use_language_state is not None
+                or (self.method.goal_reward and game.needs_embedder(cfg))):
+            from ellm.embed import SentenceEmbedder
+
+            self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
+        self.goals, rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
+        self.rollout = Rollout(env, self.goals, [*rewards, *self._game_reward()], self.inputs,
+                               cfg.frame_stack)
+        eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
+        eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
+        self.evaluator = Evaluator(
+            Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack), game,
+            stats_path=self.run_dir / "eval" / "stats.jsonl",
+            num_episodes=cfg.num_eval_episodes,
+            single_goals=game.single_goals(cfg) if cfg.single_goal_eval else (),
+            goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, cfg.frame_stack),
+            sources=[self.goals, eval_goals], keep_until=keep_until)
+        self.eval_goals = eval_goals
+
+    def _game_reward(self) -> list[StepReward]:
+        weight = self.method.game_weight(self.cfg)
+        return [] if weight is None else [GameReward(weight)]
+
+    def _build_replay(self) -> None:
+        cfg = self.cfg
+        replay_dir = self.run_dir / "buffer"
+        self.strings = StringTable(replay_dir / "strings.jsonl")
+        self.storage = ReplayStorage(replay_dir, self.strings)
+        self.loader = make_replay_loader(
+            replay_dir, capacity=cfg.replay_buffer_size, batch_size=cfg.batch_size,
+            num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
+            discount=cfg.discount,
+            frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
+            save_buffer=cfg.save_buffer, seed=cfg.seed,
+            per_episode=self.paper)
+        self._batches = None
+
+    @property
+    def env(self) -> Any:
+        return self.rollout.env
+
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
-        return {"method": self.method, "game": self.game.name, "ellm_version": ellm.__version__,
-                **self._config()}
+        return {"method": self.method.name, "game": self.game.name,
+                "ellm_version": ellm.__version__, **self._config()}
 
     def _config(self) -> dict[str, Any]:
         """The resolved config without secrets, naming the LM model that answers."""
-        client = getattr(self.goals.suggester, "client", None)
-        return run_config(self.cfg, client if isinstance(client, LMClient) else None)
+        return run_config(self.cfg, self.goals.answering_client())
 
     def _make_agent(self, hold_epsilon: bool):
         cfg = self.cfg
@@ -176,11 +194,11 @@ class Workspace:
                     self._evaluate()  # the untrained agent, as the original evaluates at step 0
                 episode = self._start_episode()
                 while self.frame < cfg.num_train_frames:
-                    episode, info, last = self._step(episode)
+                    step = self._step(episode)
                     if self._should_update():
                         self._update(episode)
-                    if last:
-                        self._end_episode(episode, info)
+                    if step.last:
+                        self._end_episode(episode, step.info)
                         episode = self._start_episode()
                     if self._eval_due():
                         self._evaluate()
@@ -197,7 +215,7 @@ class Workspace:
 
     def closing_message(self) -> str:
         """The end of a run in words: what was trained, how it did, where it is, what next."""
-        lines = [(f"Trained {self.method} on {self.cfg.env_spec.name} up to frame {self.frame} "
+        lines = [(f"Trained {self.method.name} on {self.cfg.env_spec.name} up to frame {self.frame} "
                   f"({self.wall_time / 60:.1f} min of wall time).")]
         if self.last_eval:
             n = self.cfg.num_eval_episodes
@@ -208,44 +226,30 @@ class Workspace:
         return "\n".join(lines)
 
     def _start_episode(self) -> Episode:
-        obs, info = self.env.reset()
-        goals = self.goals.reset(obs, info)
-        stack = FrameStack(self.cfg.frame_stack)
-        episode = Episode(obs, goals, stack, stack.reset(self.inputs.frame(obs["image"])))
-        self.storage.add_first(episode.frames[-1], self.inputs.text(obs), self.inputs.goal(goals))
-        return episode
+        first = self.rollout.reset()
+        self.storage.add_first(first, self.inputs.text(self.rollout.obs),
+                               self.inputs.goal(self.rollout.goals))
+        return Episode()
 
-    def _step(self, ep: Episode) -> tuple[Episode, dict[str, Any], bool]:
-        """One env step: act, step, reward against the previous goals, new goals, store."""
-        with ep.timer("act"):
-            action = self.agent.act(self.inputs(ep.frames, ep.obs, ep.goals), self.frame,
-                                    eval_mode=False)
-        with ep.timer("env"):
-            obs, game_reward, terminated, truncated, info = self.env.step(action)
-        with ep.timer("lm_reward"):
-            intrinsic = self.goals.reward(info)  # a single task tracks its subtasks here
-            reward = game_reward if self.extrinsic else intrinsic
-            if self.cfg.use_extr_rew and not self.extrinsic:
-                reward += game_reward
-            ep.goals = self.goals.observe(obs, info)
-        ep.obs, ep.frames = obs, ep.stack.push(self.inputs.frame(obs["image"]))
-        last = terminated or truncated
-        self.storage.add(ep.frames[-1], action, reward, info["discount"], self.inputs.text(obs),
-                         self.inputs.goal(ep.goals), last, game_reward=game_reward)
+    def _step(self, ep: Episode) -> Step:
+        """One rollout step, stored; the frame counters and the reward-triggered schedule."""
+        step = self.rollout.step(
+            lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False), ep.timer)
+        self.storage.add(step.frame, step.action, step.reward, step.info["discount"],
+                         self.inputs.text(step.obs), self.inputs.goal(step.goals), step.last,
+                         game_reward=step.game_reward)
         self.frame += 1
-        ep.length += 1
-        ep.reward += reward
-        self.cumulative_reward += reward
+        self.cumulative_reward += step.reward
         self.progress.update(self.frame)
         if self.first_reward_frame is None and self.cumulative_reward >= 1:
             self.first_reward_frame = self.frame
             if self.agent.start_epsilon_decay(self.frame):
                 log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
-        return ep, info, last
+        return step
 
     def _should_update(self) -> bool:
         cfg = self.cfg
-        return (self.frame >= cfg.num_seed_frames
+        return (self.method.learns and self.frame >= cfg.num_seed_frames
                 and self.frame % cfg.agent.update_every_steps == 0
                 and self.storage.num_episodes > 0
                 and (not cfg.train_after_reward or self.first_reward_frame is not None))
@@ -259,33 +263,39 @@ class Workspace:
             for key, value in self.agent.update(batch, self.frame).items():
                 ep.updates[key].append(value)
 
-    def _end_episode(self, ep: Episode, info: dict[str, Any]) -> None:
+    def _end_episode(self, ep: Episode, info: Mapping[str, Any]) -> None:
         self.episode += 1
         stats = info["episode_stats"]
+        summary = self.rollout.summary()
         self._lm_logged = self._lm_metrics()
         self.train_stats.write({**stats, "frame": self.frame})
         elapsed = ep.timer.elapsed()
         self.logger.log({
-            "train/episode_reward": ep.reward,
-            "train/episode_length": ep.length,
+            "train/episode_reward": summary["reward"],
+            "train/episode_length": summary["length"],
             "train/game_reward": stats["reward"],
             "train/episode": self.episode,
-            "train/fps": ep.length / elapsed,
+            "train/fps": summary["length"] / elapsed,
             "train/epsilon": self.agent.epsilon(self.frame),
             "train/buffer_size": self.storage.num_transitions,
-            "reward/goal_matches": self.goals.matches,
+            **{f"train/{k}": summary[k] for k in DIAGNOSTICS},
+            **{f"reward/{k}": summary[k] for k in self.reward_metrics},
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in ep.timer.fractions().items()},
             **self._lm_logged,
             **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
         }, self.frame)
-        self.goals.matches = 0
-        kind = "game" if self.extrinsic else "intrinsic"
-        status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {ep.reward:.2f}"
+        kind = "game" if self.method.game_reward else "intrinsic"
+        status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {summary['reward']:.2f}"
         if self.last_eval:
             key, label = self.game.headline
             status += f" | last eval {self.last_eval[key]:.2f} {label}"
         self.progress.set_status(status)
+
+    @property
+    def reward_metrics(self) -> list[str]:
+        """The per-step rewards' episode metrics (e.g. ``goal_matches``)."""
+        return [k for r in self.rollout.rewards for k in r.episode_metrics()]
 
     def _eval_due(self) -> bool:
         every = self.cfg.eval_every_frames
@@ -304,8 +314,8 @@ class Workspace:
     def _lm_metrics(self) -> dict[str, float]:
         """LM counters of the training and evaluation suggesters together (the budget entries
         describe the one process-wide ledger, so they are taken once)."""
-        totals = dict(self.goals.suggester.metrics())
-        for key, value in self.evaluator.goals.suggester.metrics().items():
+        totals = dict(self.goals.metrics())
+        for key, value in self.eval_goals.metrics().items():
             if not key.startswith("budget_"):
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
@@ -314,8 +324,8 @@ class Workspace:
         """Close both suggesters: a non-blocking one lets its requests in flight finish, so
         their answers are cached and counted. Returns the LM metrics when they changed since
         they were last logged (for a last ``lm/`` row), else {}."""
-        self.goals.suggester.close()
-        self.evaluator.goals.suggester.close()
+        self.goals.close()
+        self.eval_goals.close()
         final = self._lm_metrics()
         return final if final != self._lm_logged else {}
 

@@ -7,7 +7,7 @@ report never ask which game they run. Adding one is a module plus a line in :dat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -16,29 +16,30 @@ from omegaconf import DictConfig
 from ellm.errors import ConfigError
 from ellm.games.crafter import CrafterGame
 from ellm.games.housekeep import HousekeepGame
+from ellm.games.report import GameReport
 from ellm.goals import Goals
+from ellm.reward import StepReward
 
 
 class Game(Protocol):
-    """What the core needs from a game."""
+    """What the training loop needs from a game (what the report shows is its ``report``)."""
 
     name: str  # recorded as ``game`` in config.json and snapshots
     env_ids: tuple[str, ...]  # the ``env_spec.name`` values it answers to
     headline: tuple[str, str]  # (eval metric, its label) shown beside the progress bar
-    # What the report does with its runs:
-    label: str  # put before method names ("Housekeep: ELLM-oracle"); "" for none
-    scores_achievements: bool  # episodes carry Crafter's achievements: score table, success rates
-    progress_metric: tuple[str, str] | None  # (logged metric, figure title) plotted per method
+    report: GameReport  # how the report presents its runs
+    stats_writer: Callable[..., Any]  # writes its episodes (Crafter's stats.jsonl format)
 
     def validate(self, cfg: DictConfig) -> None:
         """Raise :class:`ConfigError` naming the key for any of its settings that cannot work."""
 
     def make_env(self, cfg: DictConfig, seed: int) -> gym.Env:
         """An environment whose obs carry ``image`` and ``text_obs`` and whose infos carry
-        ``discount`` and, at an episode's end, ``episode_stats`` (Crafter's format)."""
+        ``discount``, ``effective_success`` (did the action do anything) and, at an episode's
+        end, ``episode_stats`` (Crafter's format)."""
 
     def extrinsic(self, cfg: DictConfig) -> bool:
-        """True when the agent learns from the game reward instead of the goal reward."""
+        """True when ``env_spec.name`` is the spelling of the extrinsic baseline."""
 
     def paper_setting(self, cfg: DictConfig) -> bool:
         """True when the run should behave as the original code did (docs/fidelity.md)."""
@@ -46,8 +47,10 @@ class Game(Protocol):
     def needs_embedder(self, cfg: DictConfig) -> bool:
         """True when its goal reward compares sentences with SBERT."""
 
-    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
-        """Goals for the agent and the intrinsic reward of each step."""
+    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+              ) -> tuple[Goals, list[StepReward]]:
+        """A goal source and the per-step rewards on it (ELLM's goal reward when
+        ``goal_reward``); a new pair for each rollout."""
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         """Every goal the Novelty baseline suggests."""
@@ -103,4 +106,5 @@ def find_game(env_name: Any) -> Game:
     raise ConfigError(f"env_spec.name={env_name!r} is invalid: expected one of {env_names()}")
 
 
-__all__ = ["GAMES", "EpisodeCounted", "Game", "env_names", "find_game", "game_named"]
+__all__ = ["GAMES", "EpisodeCounted", "Game", "GameReport", "env_names", "find_game",
+           "game_named"]

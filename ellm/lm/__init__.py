@@ -68,17 +68,20 @@ def build_client(lm_spec: Mapping[str, Any], *, cache_dir: str | Path | None = N
 def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
                     cache_dir: str | Path | None = None, base_url: str | None = None,
                     sleep: Callable[[float], None] = time.sleep,
-                    paper_setting: bool = True) -> GoalSuggester:
+                    paper_setting: bool = True,
+                    synonyms: Mapping[str, str] | None = None) -> GoalSuggester:
     """The goal suggester named by ``lm_spec["lm_class"]`` (one of :data:`LM_CLASSES`).
 
     ``all_goals``: the environment's goal names (the Novelty baseline suggests them);
     ``cache_dir`` / ``base_url``: override the spec's keys when not None; ``sleep``: the
     backoff sleep (tests pass a no-op); ``paper_setting``: the oracle follows the original's
-    rules (else ours, which match the upstream game rules). Raises ValueError on any invalid
+    rules (else ours, which match the upstream game rules); ``synonyms``: the game's other
+    names of an action, retired with it by the novelty bonus. Raises ValueError on any invalid
     key.
     """
     spec = _spec_with(lm_spec, cache_dir, base_url)
-    common = {"novelty_bonus": spec.novelty_bonus, "max_num_goals": spec.max_num_goals}
+    common = {"novelty_bonus": spec.novelty_bonus, "max_num_goals": spec.max_num_goals,
+              "synonyms": synonyms}
     if spec.lm_class == "SimpleOracle":
         return SimpleOracle(paper_setting=paper_setting, **common)
     if spec.lm_class == "BaselineModel":

@@ -6,8 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
-from text_crafter import SYNONYMS
-
 
 @dataclass(frozen=True)
 class TextState:
@@ -82,12 +80,14 @@ class LMCounters:
 class NoveltyFilter:
     """The per-episode set of achieved goals (ELLM.md §4, novelty bonus).
 
-    A goal marked achieved filters itself and its synonym ("eat cow" <-> "attack cow").
-    Only membership is ever tested, so the order of suggestions never depends on set order.
+    A goal marked achieved filters itself and its synonym in the game's ``synonyms`` (Crafter:
+    "eat cow" <-> "attack cow"). Only membership is ever tested, so the order of suggestions
+    never depends on set order.
     """
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, synonyms: Mapping[str, str] | None = None) -> None:
         self.enabled = enabled
+        self.synonyms = dict(synonyms or {})
         self._achieved: set[str] = set()
 
     def reset(self) -> None:
@@ -96,8 +96,8 @@ class NoveltyFilter:
     def mark(self, goal: str) -> None:
         goal = normalise_goal(goal)
         self._achieved.add(goal)
-        if goal in SYNONYMS:
-            self._achieved.add(SYNONYMS[goal])
+        if goal in self.synonyms:
+            self._achieved.add(self.synonyms[goal])
 
     def is_achieved(self, goal: str) -> bool:
         return normalise_goal(goal) in self._achieved

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ellm.lm.base import NoveltyFilter, TextState, truncate
 from ellm.lm.client import LMClient, Prompt
 from ellm.lm.prompts import BulletPrompt, parse_bullets
@@ -19,10 +21,11 @@ class GPTLanguageModel:
     uses_success_gate = True
 
     def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
-                 novelty_bonus: bool = True, max_num_goals: int | None = None) -> None:
+                 novelty_bonus: bool = True, max_num_goals: int | None = None,
+                 synonyms: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.prompt = prompt or BulletPrompt()
-        self.novelty = NoveltyFilter(novelty_bonus)
+        self.novelty = NoveltyFilter(novelty_bonus, synonyms)
         self.max_num_goals = max_num_goals
 
     def __repr__(self) -> str:

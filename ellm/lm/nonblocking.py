@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -44,9 +45,9 @@ class NonBlockingLanguageModel(GPTLanguageModel):
 
     def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
                  novelty_bonus: bool = True, max_num_goals: int | None = None,
-                 max_in_flight: int = 4) -> None:
+                 max_in_flight: int = 4, synonyms: Mapping[str, str] | None = None) -> None:
         super().__init__(client, prompt, novelty_bonus=novelty_bonus,
-                         max_num_goals=max_num_goals)
+                         max_num_goals=max_num_goals, synonyms=synonyms)
         self.max_in_flight = max_in_flight
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, Future[CachedAnswer | None]] = {}

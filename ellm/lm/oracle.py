@@ -126,8 +126,9 @@ class _RuleFreeSuggester:
 
     uses_success_gate: bool = True
 
-    def __init__(self, *, novelty_bonus: bool = True, max_num_goals: int | None = None) -> None:
-        self.novelty = NoveltyFilter(novelty_bonus)
+    def __init__(self, *, novelty_bonus: bool = True, max_num_goals: int | None = None,
+                 synonyms: Mapping[str, str] | None = None) -> None:
+        self.novelty = NoveltyFilter(novelty_bonus, synonyms)
         self.max_num_goals = max_num_goals
         self.counters = LMCounters()
 
@@ -182,8 +183,10 @@ class BaselineModel(_RuleFreeSuggester):
     uses_success_gate = False
 
     def __init__(self, all_goals: Sequence[str], *, novelty_bonus: bool = True,
-                 max_num_goals: int | None = None) -> None:
-        super().__init__(novelty_bonus=novelty_bonus, max_num_goals=max_num_goals)
+                 max_num_goals: int | None = None,
+                 synonyms: Mapping[str, str] | None = None) -> None:
+        super().__init__(novelty_bonus=novelty_bonus, max_num_goals=max_num_goals,
+                         synonyms=synonyms)
         if not all_goals:
             raise ValueError("BaselineModel needs a non-empty all_goals list")
         self.all_goals = tuple(dict.fromkeys(all_goals))

@@ -94,7 +94,8 @@ def prepare(overrides: list[str], out: Path) -> tuple[DictConfig, Any, Any]:
     cfg, game = compose_config(overrides)
     if not cfg.env_spec.lm_spec.cache_dir:
         cfg = OmegaConf.merge(cfg, {"env_spec": {"lm_spec": {"cache_dir": str(out / "lm_cache")}}})
-    return cfg, game, game.goal_source(cfg, None).suggester
+    goals, _ = game.goals(cfg, None, goal_reward=True)  # the goal source training asks
+    return cfg, game, goals.suggester
 
 
 def label(cfg: DictConfig, suggester: Any) -> str:

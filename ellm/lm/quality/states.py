@@ -23,7 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.games import Game
-from ellm.goals import text_state
+from ellm.games.crafter.goals import text_state
 from ellm.lm import SimpleOracle, TextState
 from ellm.lm.prompts import state_description
 from text_crafter.actions import GOOD_ACTIONS, UPSTREAM, action_noun

@@ -11,7 +11,7 @@ The game (:mod:`text_housekeep`) describes each state with a
   answered yes; empty-handed, "pick o" for every *visible* object whose current receptacle is
   answered no. A goal achieved this episode is dropped (novelty); after a suggested place the
   object counts as done and gets no more goals.
-- Reward (:class:`HousekeepReward`): exact match of the step's transition caption with the
+- Reward (:class:`HousekeepGoalReward` with the table :class:`HousekeepReward`): exact match of the step's transition caption with the
   previous step's goals: suggested pick or place +2.5, unsuggested pick or place -0.25, failed
   grab/release -0.2, anything else 0 (the replay clips to [-1, 1]).
 - LM accuracy: every (object, receptacle) pair the LM answered is compared with the episode's
@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from ellm.lm import LMCounters, build_client, parse_lm_spec
 from ellm.lm.base import truncate
 from ellm.lm.client import LMClient
+from ellm.reward import StepData
 from text_housekeep import FAILED, PICK, PLACE, HousekeepView, pick_caption, place_caption
 
 YES_NO_PREFIX = (
@@ -205,46 +206,81 @@ class HousekeepReward:
         return 0.0, None
 
 
-class HousekeepGoalSource:
-    """The training loop's goal source for Housekeep (same interface as
-    :class:`ellm.goals.GoalSource`): goals per state, reward per step, novelty bookkeeping."""
+class HousekeepGoals:
+    """Housekeep's goal source: the suggester's (object, receptacle) placements for the state
+    in ``info["view"]``."""
 
-    def __init__(self, suggester: HousekeepSuggester, reward: HousekeepReward | None = None,
-                 paper_setting: bool = False):
+    def __init__(self, suggester: HousekeepSuggester):
         self.suggester = suggester
-        self.goal_reward = reward or HousekeepReward()
-        # paper_setting: as the original, a suggested pick pays only the first time that object
-        # is picked (0 after) and does not retire the goal; only a correct placement does.
-        self.paper_setting = paper_setting
         self.goals: list[str] = []
-        self.matches = 0
-        self._picked: set[int] = set()
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
         self.suggester.reset()
-        self._picked.clear()
         return self.observe(obs, info)
 
     def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
         self.goals = self.suggester.suggest(info["view"])
         return self.goals
 
-    def reward(self, info: Mapping[str, Any]) -> float:
+    def achieved(self, goal: str) -> None:
+        """A step achieved ``goal``: not suggested again this episode (novelty bonus)."""
+        self.suggester.mark_achieved(goal)
+
+    def object_done(self, view: HousekeepView, obj: int) -> None:
+        self.suggester.mark_object_done(view, obj)
+
+    def metrics(self) -> dict[str, float]:
+        return self.suggester.metrics()
+
+    def answering_client(self) -> Any:
+        return getattr(self.suggester.answerer, "client", None)
+
+    def close(self) -> None:
+        self.suggester.close()
+
+
+class HousekeepGoalReward:
+    """ELLM's reward on Housekeep (a :class:`ellm.reward.StepReward`): the table of
+    :class:`HousekeepReward` against the goals the agent was shown, with the novelty
+    bookkeeping of HOUSEKEEP.md §1 done by the goal source."""
+
+    name = "goal"
+    per_step = True
+
+    def __init__(self, goals: HousekeepGoals, reward: HousekeepReward | None = None,
+                 paper_setting: bool = False):
+        self.goals = goals
+        self.table = reward or HousekeepReward()
+        # paper_setting: as the original, a suggested pick pays only the first time that object
+        # is picked (0 after) and does not retire the goal; only a correct placement does.
+        self.paper_setting = paper_setting
+        self.matches = 0
+        self._picked: set[int] = set()
+
+    def reset(self) -> None:
+        self.matches = 0
+        self._picked.clear()
+
+    def step(self, data: StepData) -> float:
+        info = data.info
         event = info["event"]
-        value, matched = self.goal_reward(event.kind, info["transition_caption"], self.goals)
+        value, matched = self.table(event.kind, info["transition_caption"], data.goals)
         first_pick = event.kind == PICK and event.obj not in self._picked
         if event.kind == PICK:
             self._picked.add(event.obj)
         if matched is not None:
             self.matches += 1
             if self.paper_setting and event.kind == PICK:
-                if not first_pick and self.suggester.novelty_bonus:
+                if not first_pick and self.goals.suggester.novelty_bonus:
                     value = 0.0
             else:
-                self.suggester.mark_achieved(matched)
+                self.goals.achieved(matched)
             if event.kind == PLACE:
-                self.suggester.mark_object_done(info["view"], event.obj)
+                self.goals.object_done(info["view"], event.obj)
         return value
+
+    def episode_metrics(self) -> dict[str, float]:
+        return {"goal_matches": float(self.matches)}
 
 
 def build_housekeep_suggester(lm_spec: Mapping[str, Any], *,

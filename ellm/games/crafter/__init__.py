@@ -1,4 +1,7 @@
-"""Text-Crafter as a game of the training loop (ELLM.md §2; ``CrafterTextEnv-v1`` and friends)."""
+"""Text-Crafter as a game of the training loop (ELLM.md §2; ``CrafterTextEnv-v1`` and friends).
+
+The game is :mod:`text_crafter`; ELLM's pieces that read its captions and info keys live here:
+the goal source and goal reward (:mod:`.goals`) and single-task finetuning (:mod:`.task`)."""
 
 from __future__ import annotations
 
@@ -9,15 +12,20 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from ellm.goals import Goals, GoalSource, goal_text
+from ellm.games.crafter.goals import CrafterGoalReward, text_state
+from ellm.games.crafter.task import SINGLE_TASKS, SingleTaskReward, TaskGoals, TaskReward
+from ellm.games.report import GameReport
+from ellm.goals import Goals, NoGoals, SuggestedGoals, goal_text
 from ellm.lm import build_suggester
-from ellm.reward import SINGLE_TASKS, GoalReward, SingleTaskReward
+from ellm.reward import GoalReward, StepReward
 from ellm.schema import one_of, parse, valid
 from text_crafter import (
     ACTION_SPACES,
     EASIER_ACTIONS,
     ENV_SPECS,
     GOOD_ACTIONS,
+    SYNONYMS,
+    StatsWriter,
     achievements_unlocked,
     crafter_score,
     make,
@@ -43,9 +51,8 @@ class CrafterGame:
     name = "crafter"
     env_ids = tuple(ENV_SPECS)
     headline = ("eval/episode_reward", "achievements/episode")
-    label = ""
-    scores_achievements = True
-    progress_metric = None
+    report = GameReport("crafter", label="", scores_achievements=True)
+    stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
     def validate(self, cfg: DictConfig) -> None:
         parse(CrafterOptions, cfg.env_spec, "env_spec.")
@@ -64,7 +71,8 @@ class CrafterGame:
         return ENV_SPECS[cfg.env_spec.name].version == 1
 
     def needs_embedder(self, cfg: DictConfig) -> bool:
-        return not self.extrinsic(cfg) and cfg.env_spec.single_task is None
+        """Its goal reward compares captions with SBERT (a single task matches names)."""
+        return cfg.env_spec.single_task is None
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         """The paper's Novelty baseline suggests every action name of the action space (139
@@ -74,21 +82,26 @@ class CrafterGame:
             return ACTION_SPACES[cfg.env_spec.action_space_type]
         return GOOD_ACTIONS
 
-    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
+    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+              ) -> tuple[Goals, list[StepReward]]:
+        """The goal source and, with ``goal_reward``, ELLM's per-step reward on it: the LM's
+        goals (or a single task's) paid by :class:`CrafterGoalReward` (or the task). Without the
+        goal reward, goals are suggested only for an agent that reads them (``use_goal``),
+        never in the paper's extrinsic runs, which showed none."""
         spec = cfg.env_spec
+        if spec.single_task is not None and goal_reward:
+            task = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
+            return TaskGoals(task), [TaskReward(task)]
         paper = self.paper_setting(cfg)
+        if not goal_reward and (not cfg.use_goal or (paper and self.extrinsic(cfg))):
+            return NoGoals(), []
         suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg),
-                                    paper_setting=paper)
-        single = None
-        if spec.single_task is not None:
-            single = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
-        reward = None
-        if not self.extrinsic(cfg) and single is None:
-            reward = GoalReward(embedder, spec.threshold)
-        # The paper's extrinsic runs (CrafterReward-v1) show the agent no goal.
-        show = not (paper and self.extrinsic(cfg))
-        return GoalSource(suggester, reward, single, check_success=spec.check_ac_success,
-                          show_goals=show)
+                                    paper_setting=paper, synonyms=SYNONYMS)
+        goals = SuggestedGoals(suggester, text_state)
+        if not goal_reward:
+            return goals, []
+        reward = GoalReward(embedder, spec.threshold, synonyms=SYNONYMS)
+        return goals, [CrafterGoalReward(goals, reward, check_success=spec.check_ac_success)]
 
     def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
         return goal_text(goals, paper_setting=self.paper_setting(cfg))

@@ -1,6 +1,6 @@
 """Text-Housekeep as a game of the training loop (``env_spec.name=Housekeep``; HOUSEKEEP.md,
 docs/housekeep.md). The method on top of it (yes/no questions, goals, reward) is
-:mod:`ellm.housekeep`."""
+:mod:`.method`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,18 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
-from ellm.goals import Goals, goal_text
-from ellm.housekeep import HousekeepGoalSource, answer_metrics, build_housekeep_suggester
+from ellm.games.housekeep.method import (
+    HousekeepGoalReward,
+    HousekeepGoals,
+    answer_metrics,
+    build_housekeep_suggester,
+)
+from ellm.games.report import GameReport
+from ellm.goals import Goals, NoGoals, goal_text
 from ellm.lm import parse_lm_spec
+from ellm.reward import StepReward
 from ellm.schema import integer, is_int, one_of, parse, valid
+from text_crafter import StatsWriter  # Housekeep's episodes use Crafter's stats.jsonl format
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
@@ -48,9 +56,9 @@ class HousekeepGame:
     name = "housekeep"
     env_ids = tuple(ENV_VERSIONS)
     headline = ("housekeep/rearrange_success", "rearrange success")
-    label = "Housekeep"
-    scores_achievements = False
-    progress_metric = ("rearrange_success", "Housekeep: rearrangement success")
+    report = GameReport("housekeep", label="Housekeep",
+                        progress_metric=("rearrange_success", "Housekeep: rearrangement success"))
+    stats_writer = StatsWriter
 
     def validate(self, cfg: DictConfig) -> None:
         spec = cfg.env_spec
@@ -108,10 +116,15 @@ class HousekeepGame:
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         return ()  # the Novelty suggester enumerates the (object, receptacle) pairs it sees
 
-    def goal_source(self, cfg: DictConfig, embedder: Any) -> Goals:
+    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+              ) -> tuple[Goals, list[StepReward]]:
+        """The LM's placements and, with ``goal_reward``, ELLM's reward on them; without it no
+        goal is suggested (an agent reading Housekeep goals learns from them)."""
+        if not goal_reward:
+            return NoGoals(), []
         paper = self.paper_setting(cfg)
-        suggester = build_housekeep_suggester(cfg.env_spec.lm_spec, per_class=paper)
-        return HousekeepGoalSource(suggester, paper_setting=paper)
+        goals = HousekeepGoals(build_housekeep_suggester(cfg.env_spec.lm_spec, per_class=paper))
+        return goals, [HousekeepGoalReward(goals, paper_setting=paper)]
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         """``train/rearrange_success`` and the other success metrics of the episode."""
@@ -127,8 +140,9 @@ class HousekeepGame:
             "eval/episode_reward": float(np.mean([ep["reward"] for ep in episodes])),
             **{f"housekeep/{k}": float(np.mean([ep[k] for ep in episodes])) for k in STAT_KEYS},
         }
-        if all(source.suggester.answerer is not None for source in goals):
-            records = [source.suggester.answers for source in goals]
+        sources = [g for g in goals if isinstance(g, HousekeepGoals)]
+        if sources and all(source.suggester.answerer is not None for source in sources):
+            records = [source.suggester.answers for source in sources]
             metrics.update({f"housekeep/{k}": v for k, v in answer_metrics(records).items()})
         return metrics
 

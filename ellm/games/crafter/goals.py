@@ -1,0 +1,48 @@
+"""ELLM's goals and goal reward on Crafter (ELLM.md §3-4), wired to Crafter's captions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ellm.goals import SuggestedGoals
+from ellm.lm import TextState
+from ellm.reward import GoalReward, StepData
+
+
+def text_state(obs: Mapping[str, Any], info: Mapping[str, Any]) -> TextState:
+    """What a suggester reads of a Crafter state: its captions and inventory counts."""
+    return TextState(caption=obs["caption"], inventory=obs["inventory"], status=obs["status"],
+                     inventory_counts=dict(info["inventory"]))
+
+
+class CrafterGoalReward:
+    """ELLM's goal reward (a :class:`ellm.reward.StepReward`): :class:`ellm.reward.GoalReward`
+    of the step's transition caption against the goals the agent was shown. The env writes a
+    transition caption only when the success gate passes (v1: plausible, v2: effective); the
+    Novelty baseline's suggester and ``check_ac_success=False`` read the executed action's name
+    instead. A matched goal is passed to the goal source, which retires it for the episode."""
+
+    name = "goal"
+    per_step = True
+
+    def __init__(self, goals: SuggestedGoals, reward: GoalReward, check_success: bool = True):
+        self.goals = goals
+        self.reward = reward
+        self.check_success = check_success and goals.uses_success_gate
+        self.matches = 0
+
+    def reset(self) -> None:
+        self.matches = 0
+
+    def step(self, data: StepData) -> float:
+        info = data.info
+        caption = info["transition_caption"] if self.check_success else info["action_name"]
+        value, matched = self.reward(caption, data.goals)
+        if matched is not None:
+            self.goals.achieved(matched)
+            self.matches += 1
+        return value
+
+    def episode_metrics(self) -> dict[str, float]:
+        return {"goal_matches": float(self.matches)}

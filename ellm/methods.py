@@ -1,0 +1,98 @@
+"""The methods a run can train, by name: ``method=ellm|novelty|rnd|noveld|apt|extrinsic|random``.
+
+Each is a file of the ``method`` config group (``ellm/conf/method/<name>.yaml``) saying what it
+sets (agent, LM class, epsilon), and a :class:`Method` here saying what the training loop does
+for it: which rewards the agent learns from per step, whether a goal source is needed, whether
+the agent learns at all. ``config.json`` records the name as ``"method"``.
+
+The original's spellings name a method too, by a fixed table (:data:`SPELLINGS`), so its
+commands keep their meaning: ``agent._target_=baselines.rnd.RNDAgent`` is RND (NovelD with
+``agent.noveld=True``), ``agent._target_=baselines.icm_apt.ICMAPTAgent`` APT,
+``env_spec.lm_spec.lm_class=BaselineModel`` Novelty, and an env id the game marks as trained on
+its own reward (``env_spec.name=CrafterReward-v1``) the extrinsic baseline. With the default
+``method=ellm`` a spelling picks its method; a spelling that contradicts an explicit ``method``
+is a config error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from omegaconf import DictConfig, OmegaConf
+
+from ellm.errors import ConfigError
+
+DEFAULT_METHOD: Final = "ellm"
+
+
+@dataclass(frozen=True)
+class Method:
+    """What the training loop does for a method."""
+
+    name: str
+    goal_reward: bool  # the agent learns from the LM goal reward (per step, at collection)
+    game_reward: bool  # ... from the game reward, per step (always for extrinsic and random;
+    # with use_extr_rew=True for the others)
+    learns: bool = True  # False: never updated (random actions)
+    batch_reward: bool = False  # its agent adds a reward of its own per batch (RND, APT)
+
+    def game_weight(self, cfg: DictConfig) -> float | None:
+        """The weight of the game reward among the per-step rewards; None when not used."""
+        if self.game_reward:
+            return 1.0
+        if not cfg.use_extr_rew:
+            return None
+        # The exploration baselines weigh it (agent.extr_rew_weight); ELLM adds it as it is.
+        return float(OmegaConf.select(cfg, "agent.extr_rew_weight", default=1.0))
+
+
+METHODS: Final = {
+    "ellm": Method("ellm", goal_reward=True, game_reward=False),
+    "novelty": Method("novelty", goal_reward=True, game_reward=False),
+    "rnd": Method("rnd", goal_reward=False, game_reward=False, batch_reward=True),
+    "noveld": Method("noveld", goal_reward=False, game_reward=False, batch_reward=True),
+    "apt": Method("apt", goal_reward=False, game_reward=False, batch_reward=True),
+    "extrinsic": Method("extrinsic", goal_reward=False, game_reward=True),
+    "random": Method("random", goal_reward=False, game_reward=True, learns=False),
+}
+
+_RND_CLASSES: Final = ("baselines.rnd.RNDAgent",)
+_APT_CLASSES: Final = ("baselines.icm_apt.ICMAPTAgent",)
+_NOVELTY_LMS: Final = ("BaselineModel", "BaselineLM")
+
+
+def _rnd_or_noveld(cfg: DictConfig) -> str | None:
+    if cfg.agent._target_ in _RND_CLASSES:
+        return "noveld" if OmegaConf.select(cfg, "agent.noveld") else "rnd"
+    return None
+
+
+# The original's spellings, in the order they are read: the agent class first, then the env,
+# then the LM class (an RND agent on CrafterReward-v1 is RND with the game reward).
+SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]] = (
+    ("agent._target_", lambda cfg, game: _rnd_or_noveld(cfg)),
+    ("agent._target_", lambda cfg, game: "apt" if cfg.agent._target_ in _APT_CLASSES else None),
+    ("env_spec.name", lambda cfg, game: "extrinsic" if game.extrinsic(cfg) else None),
+    ("env_spec.lm_spec.lm_class",
+     lambda cfg, game: "novelty" if cfg.env_spec.lm_spec.lm_class in _NOVELTY_LMS else None),
+)
+
+
+def resolve_method(cfg: DictConfig, game: Any) -> Method:
+    """The method ``cfg`` trains (see the module docstring)."""
+    chosen = OmegaConf.select(cfg, "method", default=DEFAULT_METHOD)
+    if chosen not in METHODS:
+        raise ConfigError(f"method={chosen!r} is invalid: expected one of {sorted(METHODS)}")
+    spelled = next(((key, name) for key, read in SPELLINGS if (name := read(cfg, game))), None)
+    if spelled is None or spelled[1] == chosen:
+        return METHODS[chosen]
+    key, name = spelled
+    if chosen == DEFAULT_METHOD:
+        return METHODS[name]
+    raise ConfigError(f"method={chosen} contradicts {key}={OmegaConf.select(cfg, key)!r}, "
+                      f"which is the spelling of method={name}: drop one of them")
+
+
+__all__ = ["DEFAULT_METHOD", "METHODS", "SPELLINGS", "Method", "resolve_method"]
