@@ -13,11 +13,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import SNAPSHOT_NAME
+from ellm.conf import CONF_DIR
 from ellm.entry import CONFIG_ERROR, remove_if_empty
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
-GROUPS = ("agent", "preset")  # our config groups (directories beside config.yaml)
+GROUPS = ("agent", "preset")  # our config groups (directories of ellm/conf, on the search path)
 
 
 def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
@@ -58,7 +59,7 @@ def take_key_overrides(argv: list[str]) -> list[str]:
 def help_text() -> str:
     """``--help``: our groups and every documented key, without Hydra's directory scan."""
     groups = "\n".join(
-        f"  {group}: {', '.join(sorted(p.stem for p in (ROOT / group).glob('*.yaml')))}"
+        f"  {group}: {', '.join(sorted(p.stem for p in (CONF_DIR / group).glob('*.yaml')))}"
         for group in GROUPS)
     return f"""usage: python train.py [key=value ...] [group=option ...] [-m key=a,b ...]
 

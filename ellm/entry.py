@@ -1,6 +1,6 @@
-"""What every Hydra entry point of the project shares (``train.py``, ``llf_run.py``,
-``policy_search_run.py``, ``code_policy_run.py``): one exit code for a rejected config, no
-run directory left behind by one, and the run's ``config.json`` written atomically."""
+"""What every Hydra entry point of the project shares (``train.py`` and ``python -m
+llm_in_the_loop.llf_run | policy_search_run | code_policy_run``): one exit code for a rejected
+config, no run directory left behind by one, and the run's ``config.json`` written atomically."""
 
 from __future__ import annotations
 
@@ -66,3 +66,16 @@ def run_in_hydra_dir(make_run: Callable[[Any, Path], Run], cfg: Any) -> None:
         sys.exit(CONFIG_ERROR)
     metrics = run.run()
     print("\n" + run.closing_message(metrics))
+
+
+def hydra_entry(make_run: Callable[[Any, Path], Run], config: Path) -> None:
+    """``python -m PACKAGE.MODULE [key=value ...]``: Hydra composes ``config`` (the YAML file
+    beside the module) with the command line, then :func:`run_in_hydra_dir` runs ``make_run``.
+    The config names the job (``hydra.job.name``), which would otherwise be this module's."""
+    import hydra
+
+    @hydra.main(version_base="1.3", config_path=str(config.parent), config_name=config.stem)
+    def main(cfg: Any) -> None:
+        run_in_hydra_dir(make_run, cfg)
+
+    main()

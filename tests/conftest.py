@@ -41,16 +41,19 @@ def train_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
             **(extra or {})}
 
 
-def run_entry(script: str, cwd: Path, *overrides: str, check: bool = True,
+def run_entry(entry: str, cwd: Path, *overrides: str, check: bool = True,
               timeout: float = 400, extra_env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:
-    """``python SCRIPT OVERRIDES`` (an entry point at the repository root) in ``cwd``; with
+    """``python ENTRY OVERRIDES`` in ``cwd``: ``train.py`` at the repository root, or a module
+    run as ``python -m ENTRY`` (``llm_in_the_loop.llf_run``) from this checkout; with
     ``check``, a failure shows its stderr."""
-    proc = subprocess.run([sys.executable, str(ROOT / script), *overrides], cwd=cwd,
-                          env=train_env(cwd, extra_env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    command = [str(ROOT / entry)] if entry.endswith(".py") else ["-m", entry]
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, *command, *overrides], cwd=cwd,
+                          env=train_env(cwd, {"PYTHONPATH": path, **(extra_env or {})}),
+                          capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise AssertionError(f"{entry} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
-from baselines.code_policy import (
+from ellm.lm import build_client
+from llm_in_the_loop.code_policy import (
     METAWORLD_CODE,
     CrafterTarget,
     MetaWorldTarget,
@@ -23,8 +24,7 @@ from baselines.code_policy import (
     feedback_text,
     sandboxed,
 )
-from baselines.sandbox import Sandbox
-from ellm.lm import build_client
+from llm_in_the_loop.sandbox import Sandbox
 
 pytest.importorskip("metaworld", reason="needs the optim extra: pip install -e '.[optim]'")
 
@@ -130,7 +130,7 @@ def test_crafter_target_plays_text_actions():
 # ---- OptoPrime through the LM client --------------------------------------------------------
 def optimizer(server: OpenAITestServer, tmp_path: Path, play: Any, **kw: Any) -> Any:
     pytest.importorskip("opto", reason="needs the optim extra: pip install -e '.[optim]'")
-    from baselines.opto_llm import CodeOptimizer
+    from llm_in_the_loop.opto_llm import CodeOptimizer
 
     spec = {"lm": "test-model", "base_url": server.base_url, "timeout": 5.0, "max_retries": 1,
             "backoff": 0.0, "max_backoff": 0.01, "temperature": 0, "max_tokens": 800,

@@ -10,9 +10,9 @@ import pytest
 from openai_test_server import OpenAITestServer, Reply
 
 import text_crafter
-from baselines.llf import LLMPolicy, RandomPolicy, ScriptedPolicy, parse_action
 from ellm.lm import build_client
-from text_crafter.llf_base import NO_OP
+from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy, parse_action
+from text_game.llf import NO_OP
 
 ACTIONS = ("do nothing", "move left", "chop tree", "place stone", "place crafting table")
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
+from conftest import ROOT
 
 import text_crafter
 import text_housekeep
-from baselines.llf import parse_action
-from text_crafter.llf_base import (
+from llm_in_the_loop.llf import parse_action
+from text_game.llf import (
     FEEDBACK_TYPES,
     MAX_ACTION_CHARS,
     NO_OP,
@@ -330,3 +333,14 @@ def test_housekeep_feedback_comes_from_the_ground_truth():
     env.step(f"go to {env.unwrapped.recs[wrong]}")
     obs, *_ = env.step("place")
     assert f"does not belong on the {env.unwrapped.recs[wrong]}" in obs["feedback"]
+
+
+@pytest.mark.parametrize(("game", "other"), [("text_crafter", "text_housekeep"),
+                                             ("text_housekeep", "text_crafter")])
+def test_a_game_imports_neither_the_other_game_nor_llm_or_rl_code(game, other):
+    # A fresh interpreter: this test module has imported both games and the LLM policies.
+    code = (f"import sys, {game}.llf; print(sorted({{m.split('.')[0] for m in sys.modules}} & "
+            f"{{'{other}', 'llm_in_the_loop', 'ellm', 'baselines', 'torch', 'openai'}}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True, cwd=ROOT)
+    assert proc.stdout.strip() == "[]", proc.stdout

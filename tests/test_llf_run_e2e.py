@@ -1,5 +1,6 @@
-"""`python llf_run.py` end to end: the LLM policy against a scripted OpenAI-compatible server and
-the scripted reference write run directories that `ellm.report` reads beside the DQN methods."""
+"""`python -m llm_in_the_loop.llf_run` end to end: the LLM policy against a scripted
+OpenAI-compatible server and the scripted reference write run directories that `ellm.report`
+reads beside the DQN methods."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 
 def run_llf(cwd: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return run_entry("llf_run.py", cwd, *overrides, check=False, timeout=300)
+    return run_entry("llm_in_the_loop.llf_run", cwd, *overrides, check=False, timeout=300)
 
 
 def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):

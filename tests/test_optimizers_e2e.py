@@ -1,5 +1,5 @@
-"""`python policy_search_run.py` and `python code_policy_run.py` end to end against a scripted
-OpenAI-compatible server and as references; `ellm.report` reads their run directories."""
+"""`python -m llm_in_the_loop.policy_search_run` and `code_policy_run` end to end against a
+scripted OpenAI-compatible server and as references; `ellm.report` reads their run directories."""
 
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ from ellm.report import build_report
 pytestmark = pytest.mark.e2e
 
 
-def run(cwd: Path, script: str, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return run_entry(script, cwd, *overrides, check=False, timeout=300)
+def run(cwd: Path, entry: str, *overrides: str) -> subprocess.CompletedProcess[str]:
+    """``python -m llm_in_the_loop.ENTRY OVERRIDES`` in ``cwd``."""
+    return run_entry(f"llm_in_the_loop.{entry}", cwd, *overrides, check=False, timeout=300)
 
 
 def test_policy_search_runs_and_the_report(server, tmp_path):
     answers = iter(["w0=0.5, w1=3", "no idea", "w0=0.1, w1=5.5", "w0=20, w1=5"] * 10)
     server.responder = lambda body: Reply(next(answers))
-    llm = run(tmp_path, "policy_search_run.py", "exp_name=LLM", "iterations=8",
+    llm = run(tmp_path, "policy_search_run", "exp_name=LLM", "iterations=8",
               "warmup_episodes=3", "eval_every=4", "num_eval_episodes=2",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model",
               "env_spec.lm_spec.endpoint=completions")
@@ -55,7 +56,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
 
     for name, env, extra in (("POLE", "CartPole-v1", "env_spec.max_episode_steps=50"),
                              ("CRAFT", "llf-crafter-v0", "env_spec.length=30")):
-        ref = run(tmp_path, "policy_search_run.py", f"exp_name={name}", "optimizer=random",
+        ref = run(tmp_path, "policy_search_run", f"exp_name={name}", "optimizer=random",
                   "iterations=3", "warmup_episodes=1", "num_eval_episodes=1",
                   f"env_spec.name={env}", extra)
         assert ref.returncode == 0, ref.stderr[-3000:]
@@ -96,7 +97,7 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
     for module in ("opto", "metaworld"):
         pytest.importorskip(module, reason="needs the optim extra: pip install -e '.[optim]'")
     server.responder = code_answers
-    llm = run(tmp_path, "code_policy_run.py", "exp_name=MW", "iterations=4", "eval_every=2",
+    llm = run(tmp_path, "code_policy_run", "exp_name=MW", "iterations=4", "eval_every=2",
               "num_eval_episodes=2", "env_spec.horizon=10", "feedback_steps=2",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model")
     assert llm.returncode == 0, llm.stderr[-3000:]
@@ -114,11 +115,11 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
     first = server.requests[0].body["messages"][1]["content"]
     assert "#Feedback" in first and "The expert would now send the hand to" in first
 
-    expert = run(tmp_path, "code_policy_run.py", "exp_name=EXPERT", "optimizer=expert",
+    expert = run(tmp_path, "code_policy_run", "exp_name=EXPERT", "optimizer=expert",
                  "iterations=2", "num_eval_episodes=1", "env_spec.horizon=10")
     assert expert.returncode == 0, expert.stderr[-3000:]
     server.responder = lambda body: Reply("Let me think about it.")
-    crafter = run(tmp_path, "code_policy_run.py", "exp_name=CRAFT", "iterations=2",
+    crafter = run(tmp_path, "code_policy_run", "exp_name=CRAFT", "iterations=2",
                   "num_eval_episodes=1", "env_spec.name=llf-crafter-v0", "env_spec.length=10",
                   f"env_spec.lm_spec.base_url={server.base_url}",
                   "env_spec.lm_spec.lm=test-model")
@@ -136,15 +137,15 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
         report.figures)
 
 
-@pytest.mark.parametrize(("script", "overrides", "message"), [
-    ("code_policy_run.py", ["optimizer=expert", "env_spec.name=llf-crafter-v0"],
+@pytest.mark.parametrize(("entry", "overrides", "message"), [
+    ("code_policy_run", ["optimizer=expert", "env_spec.name=llf-crafter-v0"],
      "optimizer=expert is for metaworld-pick-place-v3"),
-    ("code_policy_run.py", ["env_spec.horizon=60"], "more than Meta-World's 500"),
-    ("policy_search_run.py", ["env_spec.single_task=place crafting table"],
+    ("code_policy_run", ["env_spec.horizon=60"], "more than Meta-World's 500"),
+    ("policy_search_run", ["env_spec.single_task=place crafting table"],
      "env_spec.single_task is for llf-crafter-v0"),
-    ("policy_search_run.py", ["param_range=[3,1]"], "param_range=[3, 1] is invalid"),
+    ("policy_search_run", ["param_range=[3,1]"], "param_range=[3, 1] is invalid"),
 ])
-def test_a_rejected_config_leaves_no_directory(tmp_path, script, overrides, message):
-    proc = run(tmp_path, script, "exp_name=BAD", *overrides)
+def test_a_rejected_config_leaves_no_directory(tmp_path, entry, overrides, message):
+    proc = run(tmp_path, entry, "exp_name=BAD", *overrides)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert not list(tmp_path.glob("exp_local/*/BAD_*"))

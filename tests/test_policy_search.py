@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
-from baselines.policy_search import (
+from ellm.lm import build_client
+from llm_in_the_loop.policy_search import (
     LLMProposer,
     ParameterBuffer,
     ParameterSpace,
     RandomProposer,
     parse_proposal,
 )
-from baselines.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
-from ellm.lm import build_client
+from llm_in_the_loop.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
 
 SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
 
@@ -216,9 +216,9 @@ def test_forager_task_returns_progress_and_speed():
     assert not idle.success and idle.ret < 3
 
 
-@pytest.mark.parametrize("name", ["policy_search.yaml", "code_policy.yaml"])
+@pytest.mark.parametrize("name", ["policy_search.yaml", "code_policy.yaml", "llf.yaml"])
 def test_every_config_key_is_documented_where_it_is_defined(name):
-    lines = (Path(__file__).resolve().parents[1] / name).read_text().splitlines()
+    lines = (Path(__file__).resolve().parents[1] / "llm_in_the_loop" / name).read_text().splitlines()
     body = lines[:next(i for i, line in enumerate(lines) if line.startswith("hydra:"))]
     keys = [line for line in body if line.strip() and not line.lstrip().startswith("#")]
     assert keys and all(" # " in line or line.endswith(":") for line in keys), [

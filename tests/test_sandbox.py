@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from baselines.sandbox import Sandbox
+from llm_in_the_loop.sandbox import Sandbox
 
 pytestmark = pytest.mark.e2e  # each test starts worker processes
 

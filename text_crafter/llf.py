@@ -1,5 +1,5 @@
 """``llf-crafter-v0``: Crafter as a language-feedback environment (LLF-Bench's interface,
-:mod:`text_crafter.llf_base`).
+:mod:`text_game.llf`).
 
 The agent reads a text observation and answers an action name ("chop tree"). Tasks: any single
 task of :data:`text_crafter.tasks.SINGLE_TASKS` (the 29 named actions and the paper's custom
@@ -29,9 +29,9 @@ from text_crafter import actions as acts
 from text_crafter import captions
 from text_crafter.env import CrafterTextEnv
 from text_crafter.guide import Advice, Guide, article, offset_words, thing_at
-from text_crafter.llf_base import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
 from text_crafter.stats import ACHIEVEMENTS
 from text_crafter.tasks import SINGLE_TASKS, TASK_CHAINS, task_chain
+from text_game.llf import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
 
 OPEN_TASK: Final = "unlock as many achievements as you can"
 # Custom tasks in words, and whether each is judged by its chain done in order.

@@ -1,5 +1,5 @@
 """``llf-housekeep-v0``: Housekeep as a language-feedback environment (LLF-Bench's interface,
-:mod:`text_crafter.llf_base`, which both games' language-feedback environments share).
+:mod:`text_game.llf`, which both games' language-feedback environments share).
 
 One Housekeep episode per reset (``ep_num``, or one drawn from the scene's episodes with the
 env's seeded generator when ``ep_num`` is None), on the symbolic backend with the high-level
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from text_crafter.llf_base import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
+from text_game.llf import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
 from text_housekeep import DEFAULT_TASK, episode_count, make
 from text_housekeep.backend import FAILED, PICK, PLACE
 from text_housekeep.symbolic import PLACE_ACTION

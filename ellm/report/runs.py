@@ -1,7 +1,7 @@
 """Finding run directories, reading what they hold, and naming their method.
 
-A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``; ``python
-llf_run.py`` writes the same files for a policy that plays without training): ``config.json``
+A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``; ``python -m
+llm_in_the_loop.llf_run`` writes the same files for a policy that plays without training): ``config.json``
 (the resolved config), one CSV per metric namespace (``train.csv``, ``eval.csv``, ``lm.csv``,
 ...; cumulative counters in ``lm.csv``), Crafter's ``train/stats.jsonl`` and
 ``eval/stats.jsonl`` (one episode per line, with the ``frame`` it ended at), ``snapshot.pt`` and
@@ -64,7 +64,7 @@ EXTRINSIC = "Extrinsic reward"
 METHOD_LABELS: dict[str, str] = {
     "ellm-oracle": "ELLM-oracle", "ellm-dummy": "ELLM-dummy-LM", "novelty": "Novelty",
     "rnd": "RND", "noveld": "NovelD", "apt": "APT", "extrinsic": EXTRINSIC, "random": RANDOM,
-    # Language-feedback runs (llf_run.py): a policy that plays, never trained.
+    # Language-feedback runs (llm_in_the_loop.llf_run): a policy that plays, never trained.
     "scripted-policy": "Scripted policy (follows fp)", "random-policy": "Random policy (text)",
 }
 
@@ -278,7 +278,7 @@ class Run:
             target = int(self.config["num_train_episodes"])
             done = f"{self.episodes:,} / {target:,} episodes"
             return f"complete ({done})" if self.episodes >= target else f"partial ({done})"
-        if self.target_frames == 0:  # a policy that plays without training (llf_run.py)
+        if self.target_frames == 0:  # a policy that plays without training (LLF runs)
             return f"evaluation only ({self.frames:,} env steps)"
         done = f"{self.frames:,} / {self.target_frames:,} frames"
         if not self.eval_episodes and not self.csvs.get("eval"):

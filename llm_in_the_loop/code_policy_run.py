@@ -1,6 +1,7 @@
-"""A code-as-policy run (``python code_policy_run.py``, config ``code_policy.yaml``): each
-iteration plays one rollout of the current policy code and, with ``optimizer=llm``, takes one
-OptoPrime step from its feedback (:mod:`baselines.code_policy`, :mod:`baselines.opto_llm`).
+"""A code-as-policy run (``python -m llm_in_the_loop.code_policy_run [key=value ...]``, config
+``code_policy.yaml`` beside this module, every key documented there): each iteration plays one
+rollout of the current policy code and, with ``optimizer=llm``, takes one OptoPrime step from its
+feedback (:mod:`llm_in_the_loop.code_policy`, :mod:`llm_in_the_loop.opto_llm`).
 ``optimizer=random`` plays random actions and ``optimizer=expert`` Meta-World's scripted expert,
 as references, without a model or code. The current policy is evaluated every ``eval_every``
 iterations and at the end.
@@ -31,7 +32,13 @@ import numpy as np
 from omegaconf import DictConfig
 
 import ellm
-from baselines.code_policy import (
+from ellm.config import check_lm_spec, run_config
+from ellm.entry import hydra_entry, write_record
+from ellm.errors import ConfigError
+from ellm.lm import build_client
+from ellm.logger import Logger
+from ellm.schema import integer, is_num, one_of, parse, valid
+from llm_in_the_loop.code_policy import (
     CodeTarget,
     CrafterTarget,
     MetaWorldTarget,
@@ -40,16 +47,10 @@ from baselines.code_policy import (
     feedback_text,
     sandboxed,
 )
-from baselines.optim_log import LMUsage, namespaced
-from baselines.sandbox import Sandbox
-from ellm.config import check_lm_spec, run_config
-from ellm.entry import write_record
-from ellm.errors import ConfigError
-from ellm.lm import build_client
-from ellm.logger import Logger
-from ellm.schema import integer, is_num, one_of, parse, valid
-from text_crafter.llf_base import FEEDBACK_TYPES
+from llm_in_the_loop.optim_log import LMUsage, namespaced
+from llm_in_the_loop.sandbox import Sandbox
 from text_crafter.tasks import SINGLE_TASKS
+from text_game.llf import FEEDBACK_TYPES
 
 log = logging.getLogger(__name__)
 METAWORLD = "metaworld-pick-place-v3"
@@ -95,7 +96,7 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
                           " is more than Meta-World's 500 simulator steps per episode")
     if opts.optimizer == "expert" and spec.name != METAWORLD:
         raise ConfigError(f"optimizer=expert is for {METAWORLD}; on llf-crafter-v0 the "
-                          "feedback-following reference is `python llf_run.py policy=scripted`")
+                          "feedback-following reference is `python -m llm_in_the_loop.llf_run policy=scripted`")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
@@ -122,7 +123,7 @@ class CodePolicyRun:
         self.last: Rollout | None = None
         if self.opts.optimizer == "llm":
             try:
-                from baselines.opto_llm import CodeOptimizer
+                from llm_in_the_loop.opto_llm import CodeOptimizer
             except ImportError as err:
                 raise ConfigError(f"optimizer=llm needs Trace (trace-opt): pip install -e "
                                   f"'.[optim]' ({err})") from None
@@ -252,3 +253,7 @@ class CodePolicyRun:
         lines += [f"Run dir: {self.run_dir}",
                   f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
         return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    hydra_entry(CodePolicyRun, Path(__file__).with_name("code_policy.yaml"))

@@ -1,7 +1,8 @@
-"""A policy-search run (``python policy_search_run.py``, config ``policy_search.yaml``): warm-up
-with random settings, then ``iterations`` proposals of :mod:`baselines.policy_search` (by the
-language model, or at random for the reference), each played for ``episodes_per_iteration``
-episodes; the best setting so far is evaluated every ``eval_every`` proposals and at the end.
+"""A policy-search run (``python -m llm_in_the_loop.policy_search_run [key=value ...]``, config
+``policy_search.yaml`` beside this module, every key documented there): warm-up with random
+settings, then ``iterations`` proposals of :mod:`llm_in_the_loop.policy_search` (by the language
+model, or at random for the reference), each played for ``episodes_per_iteration`` episodes;
+the best setting so far is evaluated every ``eval_every`` proposals and at the end.
 
 The run directory holds:
 
@@ -35,8 +36,14 @@ import numpy as np
 from omegaconf import DictConfig
 
 import ellm
-from baselines.optim_log import LMUsage, namespaced
-from baselines.policy_search import (
+from ellm.config import check_lm_spec, run_config
+from ellm.entry import hydra_entry, write_json, write_record
+from ellm.errors import ConfigError
+from ellm.lm import build_client
+from ellm.logger import Logger
+from ellm.schema import integer, is_int, is_num, one_of, parse, valid
+from llm_in_the_loop.optim_log import LMUsage, namespaced
+from llm_in_the_loop.policy_search import (
     FALLBACK_STATUSES,
     Entry,
     LLMProposer,
@@ -44,13 +51,7 @@ from baselines.policy_search import (
     Proposal,
     RandomProposer,
 )
-from baselines.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
-from ellm.config import check_lm_spec, run_config
-from ellm.entry import write_json, write_record
-from ellm.errors import ConfigError
-from ellm.lm import build_client
-from ellm.logger import Logger
-from ellm.schema import integer, is_int, is_num, one_of, parse, valid
+from llm_in_the_loop.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
 
 log = logging.getLogger(__name__)
 ENVS = ("MountainCarContinuous-v0", "CartPole-v1", "llf-crafter-v0")
@@ -265,3 +266,7 @@ class PolicySearchRun:
         lines += [f"Run dir: {self.run_dir}",
                   f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
         return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    hydra_entry(PolicySearchRun, Path(__file__).with_name("policy_search.yaml"))

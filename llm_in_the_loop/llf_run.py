@@ -1,5 +1,6 @@
-"""A language-feedback run (``python llf_run.py``, config ``llf.yaml``): a policy of
-:mod:`baselines.llf` plays ``num_episodes`` episodes of ``llf-crafter-v0`` or
+"""A language-feedback run (``python -m llm_in_the_loop.llf_run [key=value ...]``, config
+``llf.yaml`` beside this module, every key documented there): a policy of
+:mod:`llm_in_the_loop.llf` plays ``num_episodes`` episodes of ``llf-crafter-v0`` or
 ``llf-housekeep-v0`` and the run directory reads like a training run's, so ``python -m
 ellm.report`` shows it beside the DQN methods.
 
@@ -35,17 +36,17 @@ from omegaconf import DictConfig
 import ellm
 import text_crafter
 import text_housekeep
-from baselines.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from ellm.config import check_lm_spec, run_config
-from ellm.entry import write_record
+from ellm.entry import hydra_entry, write_record
 from ellm.errors import ConfigError
 from ellm.games import Game, game_named
 from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import boolean, integer, is_int, one_of, parse, valid
+from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from text_crafter import StatsWriter, achievements_unlocked, crafter_score, success_rates
-from text_crafter.llf_base import FEEDBACK_TYPES, INSTRUCTION_TYPES
 from text_crafter.tasks import SINGLE_TASKS
+from text_game.llf import FEEDBACK_TYPES, INSTRUCTION_TYPES
 from text_housekeep import STAT_KEYS, HousekeepDataError, episode_count
 
 log = logging.getLogger(__name__)
@@ -229,3 +230,7 @@ class LLFRun:
         report = self.run_dir / "report"
         return "\n".join([played, f"Run dir: {self.run_dir}",
                           f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"])
+
+
+if __name__ == "__main__":
+    hydra_entry(LLFRun, Path(__file__).with_name("llf.yaml"))

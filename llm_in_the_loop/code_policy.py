@@ -2,12 +2,12 @@
 rollout (Trace's OptoPrime optimiser, package ``trace-opt``).
 
 The policy is Python source held by a trainable Trace node. Each iteration, a traced operation
-plays one rollout with that code in a :class:`baselines.sandbox.Sandbox` (time limit, no files,
-no network) and returns a short summary; the feedback describes the rollout (return, success,
+plays one rollout with that code in a :class:`~llm_in_the_loop.sandbox.Sandbox` (time limit, no
+files, no network) and returns a short summary; the feedback describes the rollout (return, success,
 a few steps with what the environment or the expert said) and, when the code failed, the error
 ("your code raised ..."). OptoPrime reads the code, the summary and the feedback, asks the model
-through :class:`baselines.opto_llm.ClientLLM` (the project's LM client), and replaces the code
-with the model's suggestion. An answer with no usable suggestion keeps the code (counted).
+through :class:`~llm_in_the_loop.opto_llm.ClientLLM` (the project's LM client), and replaces the
+code with the model's suggestion. An answer with no usable suggestion keeps the code (counted).
 
 Targets (:class:`CodeTarget`): :class:`MetaWorldTarget` (pick-place, expert feedback) and
 :class:`CrafterTarget` (``llf-crafter-v0`` with its own feedback).
@@ -26,8 +26,8 @@ import gymnasium as gym
 import numpy as np
 
 import text_crafter
-from baselines.metaworld_feedback import PickPlace
-from baselines.sandbox import Sandbox
+from llm_in_the_loop.metaworld_feedback import PickPlace
+from llm_in_the_loop.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class CodeTarget(Protocol):
 
 
 class MetaWorldTarget:
-    """Meta-World pick-place with expert feedback (:mod:`baselines.metaworld_feedback`)."""
+    """Meta-World pick-place with expert feedback (:mod:`llm_in_the_loop.metaworld_feedback`)."""
 
     game, game_label, entry = "metaworld", "Meta-World", "controller"
     initial_code = METAWORLD_CODE
@@ -224,7 +224,7 @@ class CrafterTarget:
                 return out
 
     def expert(self) -> Policy | None:
-        return None  # python llf_run.py policy=scripted plays the feedback-following reference
+        return None  # python -m llm_in_the_loop.llf_run policy=scripted plays the feedback-following reference
 
     def random(self, rng: np.random.Generator) -> Policy:
         actions = self.env.unwrapped.actions

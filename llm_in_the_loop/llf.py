@@ -28,7 +28,7 @@ from typing import Any, Final
 import numpy as np
 
 from ellm.lm import LMClient, SimpleOracle, TextState
-from text_crafter.llf_base import NO_OP, normalise_action
+from text_game.llf import NO_OP, normalise_action
 
 SYSTEM: Final = ("You act in a text game. Read the instruction, the recent turns and the current "
                  "observation, then reply with exactly one action from the instruction and "

@@ -9,7 +9,7 @@ never used. The client's ``max_tokens`` and ``temperature`` apply; OptoPrime's `
 and ``response_format`` arguments are ignored (many servers reject ``response_format``).
 
 :class:`CodeOptimizer` holds the policy code as a trainable Trace node and runs one OptoPrime
-step per rollout (:mod:`baselines.code_policy`).
+step per rollout (:mod:`llm_in_the_loop.code_policy`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The small parameterised policies that policy search (:mod:`baselines.policy_search`) tunes,
+"""The small parameterised policies that policy search (:mod:`llm_in_the_loop.policy_search`) tunes,
 one per environment, each with the episode return the search maximises.
 
 - ``MountainCarContinuous-v0``: a linear policy without bias, ``force = w0 * position +
@@ -37,7 +37,7 @@ import numpy as np
 from crafter import constants
 
 import text_crafter
-from baselines.policy_search import ParameterSpace
+from llm_in_the_loop.policy_search import ParameterSpace
 from text_crafter.llf import CURRICULUM
 from text_crafter.tasks import task_chain
 

@@ -1,0 +1,7 @@
+"""What the text games share: the language-feedback contract (:mod:`text_game.llf`) that
+``text_crafter.llf`` and ``text_housekeep.llf`` implement and ``llm_in_the_loop`` plays.
+
+A package of its own so that neither game imports the other, and both stay free of LLM and RL
+code: the contract is gymnasium and the standard library only. It is not part of
+``llm_in_the_loop`` (an LLM package the games must not import) nor of ``ellm`` (the method).
+"""
