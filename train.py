@@ -18,7 +18,7 @@ from ellm.entry import CONFIG_ERROR, remove_if_empty
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
-GROUPS = ("agent", "preset")  # our config groups (directories of ellm/conf, on the search path)
+GROUPS = ("agent", "method", "preset")  # our config groups (directories of ellm/conf, on the search path)
 
 
 def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:

@@ -3,6 +3,7 @@ ConfigError naming its key; the run records its method and game; ignored keys ar
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,12 @@ from hydra import compose, initialize_config_dir
 from ellm.config import (
     IGNORED_KEYS,
     ConfigError,
-    method_of,
     resolve_threads,
     resolve_workers,
     validate,
 )
 from ellm.games import GAMES, find_game
+from ellm.methods import METHODS, resolve_method
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,23 +81,51 @@ def test_each_env_name_finds_exactly_one_game():
 
 
 @pytest.mark.parametrize("overrides, method", [
-    ((), "ellm-oracle"),
+    ((), "ellm"),
+    (("env_spec.lm_spec.lm_class=GPTLanguageModel",), "ellm"),
+    (("agent._target_=dqn.DQNAgent",), "ellm"),
+    # The method group, every method by name.
+    *(((f"method={name}",), name) for name in METHODS),
+    # The original's spellings, a fixed table.
     (("env_spec.lm_spec.lm_class=BaselineModel",), "novelty"),
-    (("env_spec.lm_spec.lm_class=GPTLanguageModel",), "ellm-llm"),
-    (("env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.dummy_lm=True"),
-     "ellm-dummy"),
     (("agent=rnd",), "rnd"),
     (("agent=noveld",), "noveld"),
     (("agent=apt",), "apt"),
+    (("agent._target_=baselines.rnd.RNDAgent",), "rnd"),
     (("agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True"), "noveld"),
+    (("agent._target_=baselines.icm_apt.ICMAPTAgent",), "apt"),
     (("env_spec.name=CrafterReward-v1",), "extrinsic"),
-    (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "random"),
     (("env_spec.name=Housekeep", "env_spec.lm_spec.lm_class=BaselineModel"), "novelty"),
-    (("agent._target_=dqn.DQNAgent",), "ellm-oracle"),
+    # Epsilon 1 no longer names random actions: method=random does.
+    (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "ellm"),
+    # A spelling that agrees with the method is no conflict.
+    (("method=rnd", "agent=rnd"), "rnd"),
+    (("method=rnd", "env_spec.name=CrafterReward-v1"), "rnd"),
 ])
-def test_the_method_is_named_from_the_config(overrides, method):
+def test_the_method_is_the_one_chosen_or_spelled(overrides, method):
     cfg = config(*overrides)
-    assert method_of(cfg, validate(cfg)) == method
+    assert resolve_method(cfg, validate(cfg)).name == method
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("method=rnd", "agent=apt"), "method=rnd contradicts agent._target_="),
+    (("method=random", "env_spec.lm_spec.lm_class=BaselineModel"),
+     "method=random contradicts env_spec.lm_spec.lm_class='BaselineModel'"),
+    (("method=extrinsic", "agent=rnd"), "which is the spelling of method=rnd"),
+])
+def test_a_spelling_that_contradicts_the_method_is_refused(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(config(*overrides))
+
+
+def test_what_each_method_makes_the_loop_do():
+    assert METHODS["ellm"].goal_reward and not METHODS["ellm"].game_reward
+    assert METHODS["rnd"].batch_reward and not METHODS["rnd"].goal_reward
+    assert not METHODS["random"].learns and METHODS["random"].game_reward
+    cfg = config("method=rnd", "use_extr_rew=True", "agent.extr_rew_weight=0.5")
+    assert METHODS["rnd"].game_weight(cfg) == 0.5
+    assert METHODS["rnd"].game_weight(config("method=rnd")) is None
+    assert METHODS["extrinsic"].game_weight(config()) == 1.0
 
 
 def test_every_ignored_key_exists_and_says_so_in_config_yaml():

@@ -149,10 +149,10 @@ def test_fixed_setting_oracle_keeps_to_the_upstream_rules():
 
 def test_v1_novelty_suggests_all_139_harder_action_names():
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel")
-    goals = validate(cfg).goal_source(cfg, None).suggester.all_goals
+    goals = validate(cfg).goals(cfg, None, True)[0].suggester.all_goals
     assert len(goals) == 139 and goals == ACTION_SPACES["harder"]
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", "env_spec.name=CrafterTextEnv-v2")
-    assert validate(cfg).goal_source(cfg, None).suggester.all_goals == GOOD_ACTIONS
+    assert validate(cfg).goals(cfg, None, True)[0].suggester.all_goals == GOOD_ACTIONS
 
 
 def test_v1_goal_string_joins_goals_with_spaces():
@@ -165,7 +165,8 @@ def test_v1_goal_string_joins_goals_with_spaces():
 
 def test_crafter_reward_v1_shows_the_agent_no_goal():
     cfg = config("env_spec.name=CrafterReward-v1")
-    source = validate(cfg).goal_source(cfg, None)
+    source, rewards = validate(cfg).goals(cfg, None, goal_reward=False)
+    assert rewards == []
     env = blank_env("CrafterReward-v1")
     env.world.add(objects.Cow(env.world, at(env, 1, 0)))
     obs, info = env.reset()
@@ -424,20 +425,26 @@ def test_task_name_tasks_pay_only_through_their_chain():
 
 def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_terminal():
     import text_housekeep as th
-    from ellm.housekeep import GroundTruthAnswers, HousekeepGoalSource, HousekeepSuggester
+    from ellm.games.housekeep.method import (
+        GroundTruthAnswers,
+        HousekeepGoalReward,
+        HousekeepGoals,
+        HousekeepSuggester,
+    )
+    from ellm.reward import StepData
 
     paid = {}
     for paper in (True, False):
         env = th.make("pomaria_2_int", 0, action_mode="highlevel")
-        source = HousekeepGoalSource(HousekeepSuggester(GroundTruthAnswers(), per_class=paper),
-                                     paper_setting=paper)
+        source = HousekeepGoals(HousekeepSuggester(GroundTruthAnswers(), per_class=paper))
+        reward = HousekeepGoalReward(source, paper_setting=paper)
         obs, info = env.reset()
         source.reset(obs, info)
         rewards = []
         for name in ("go to bathroom_0-toilet_25_0.urdf", "pick helmet_1",
                      "go to bathroom_0-table_7_0.urdf", "place", "pick helmet_1"):
             obs, _, _, _, info = env.step(env.action_names.index(name))
-            rewards.append(source.reward(info))
+            rewards.append(reward.step(StepData(0, 0.0, info, source.goals)))
             source.observe(obs, info)
         paid[paper] = rewards
     assert paid[True] == [0.0, 2.5, 0.0, -0.25, 0.0]  # the helmet is still a suggested pick

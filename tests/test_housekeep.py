@@ -19,14 +19,16 @@ from hydra import compose, initialize_config_dir
 
 import text_housekeep as th
 from ellm.config import ConfigError, validate
-from ellm.housekeep import (
+from ellm.games.housekeep.method import (
     AnswerRecord,
     GroundTruthAnswers,
-    HousekeepGoalSource,
+    HousekeepGoalReward,
+    HousekeepGoals,
     HousekeepSuggester,
     answer_metrics,
     yes_no_prompt,
 )
+from ellm.reward import StepData
 from text_housekeep import convert
 from text_housekeep.backend import BackendError
 from text_housekeep.bridge import ProcessBackend, habitat_backend
@@ -126,13 +128,14 @@ def test_bad_episode_choice_names_the_key(task, ep_num, message):
 # ---------------------------------------------------------------------------- scripted episode
 def scripted():
     env = th.make("pomaria_2_int", 0, action_mode="highlevel")
-    source = HousekeepGoalSource(HousekeepSuggester(GroundTruthAnswers()))
+    source = HousekeepGoals(HousekeepSuggester(GroundTruthAnswers()))
+    paid = HousekeepGoalReward(source)
     obs, info = env.reset()
     goals = source.reset(obs, info)
 
     def act(name: str):
         obs, game, _, _, info = env.step(env.action_names.index(name))
-        reward = source.reward(info)
+        reward = paid.step(StepData(0, game, info, source.goals))
         return obs, game, reward, source.observe(obs, info), info
 
     return env, goals, act

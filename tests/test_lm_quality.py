@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
-from ellm.housekeep import yes_no_prompt
+from ellm.games.housekeep.method import yes_no_prompt
 from ellm.lm import SimpleOracle, TextState
 from ellm.lm.prompts import state_description
 from ellm.lm.quality import main, prepare, run

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 
 from ellm.embed import SentenceEmbedder
-from ellm.goals import GoalSource, goal_text
+from ellm.games.crafter.goals import CrafterGoalReward, text_state
+from ellm.games.crafter.task import TASK_CHAINS, SingleTaskReward, TaskGoals, TaskReward
+from ellm.goals import SuggestedGoals, goal_text
 from ellm.lm import build_suggester
-from ellm.reward import TASK_CHAINS, GoalReward, SingleTaskReward
-from text_crafter import GOOD_ACTIONS
+from ellm.reward import GameReward, GoalReward, StepData
+from text_crafter import GOOD_ACTIONS, SYNONYMS
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def test_threshold_is_strict_and_value_is_the_cosine(embedder):
 
 
 def test_synonyms_match_either_phrasing(embedder):
-    reward = GoalReward(embedder, 0.99)
+    reward = GoalReward(embedder, 0.99, synonyms=SYNONYMS)
     value, goal = reward("attack cow", ["drink water", "eat cow"])
     assert goal == "eat cow" and value == pytest.approx(1.0, abs=1e-5)
     value, goal = reward("make crafting table", ["place crafting table"])
@@ -53,40 +55,61 @@ def step_info(action, caption, effective=True):
     return {"action_name": action, "transition_caption": caption, "effective_success": effective}
 
 
+def goal_reward(embedder, lm_class="SimpleOracle", check_success=True):
+    """Crafter's goal source and goal reward on it, as a run builds them."""
+    goals = SuggestedGoals(build_suggester({"lm_class": lm_class}, all_goals=GOOD_ACTIONS,
+                                           synonyms=SYNONYMS), text_state)
+    reward = CrafterGoalReward(goals, GoalReward(embedder, 0.99, synonyms=SYNONYMS),
+                               check_success=check_success)
+    return goals, reward
+
+
+def pay(reward, goals, info):
+    return reward.step(StepData(0, 0.0, info, list(goals)))
+
+
 def test_novelty_pays_a_goal_once_per_episode(embedder):
-    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
-                        GoalReward(embedder, 0.99))
+    source, reward = goal_reward(embedder)
     goals = source.reset(STATE, INFO)
+    reward.reset()
     assert "chop tree" in goals and "drink water" in goals
-    assert source.reward(step_info("chop tree", "chop tree")) == pytest.approx(1.0, abs=1e-5)
+    assert pay(reward, goals, step_info("chop tree", "chop tree")) == pytest.approx(1.0, abs=1e-5)
     goals = source.observe(STATE, INFO)
     assert "chop tree" not in goals and "drink water" in goals
-    assert source.reward(step_info("chop tree", "chop tree")) == 0.0
-    assert source.matches == 1
+    assert pay(reward, goals, step_info("chop tree", "chop tree")) == 0.0
+    assert reward.episode_metrics() == {"goal_matches": 1.0}
     assert "chop tree" in source.reset(STATE, INFO)  # a new episode forgets
+    reward.reset()
+    assert reward.episode_metrics() == {"goal_matches": 0.0}
+
+
+def test_a_synonym_retires_the_goal_it_achieved(embedder):
+    source, reward = goal_reward(embedder)
+    goals = source.reset({**STATE, "caption": "You see cow."}, INFO)
+    assert "attack cow" in goals
+    assert pay(reward, goals, step_info("eat cow", "eat cow")) > 0.99
+    assert "attack cow" not in source.observe({**STATE, "caption": "You see cow."}, INFO)
 
 
 def test_success_gate_and_novelty_baseline_ignoring_it(embedder):
-    oracle = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
-                        GoalReward(embedder, 0.99))
-    oracle.reset(STATE, INFO)
-    assert oracle.reward(step_info("chop tree", "", effective=False)) == 0.0  # gate failed
-    ungated = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
-                         GoalReward(embedder, 0.99), check_success=False)
-    ungated.reset(STATE, INFO)
-    assert ungated.reward(step_info("chop tree", "", effective=False)) > 0.99
-    novelty = GoalSource(build_suggester({"lm_class": "BaselineModel"}, all_goals=GOOD_ACTIONS),
-                         GoalReward(embedder, 0.99))
+    oracle, gated = goal_reward(embedder)
+    goals = oracle.reset(STATE, INFO)
+    assert pay(gated, goals, step_info("chop tree", "", effective=False)) == 0.0  # gate failed
+    ungated_goals, ungated = goal_reward(embedder, check_success=False)
+    goals = ungated_goals.reset(STATE, INFO)
+    assert pay(ungated, goals, step_info("chop tree", "", effective=False)) > 0.99
+    novelty, paid = goal_reward(embedder, "BaselineModel")
     goals = novelty.reset(STATE, INFO)
     assert set(goals) == set(GOOD_ACTIONS)
-    assert novelty.reward(step_info("mine diamond", "", effective=False)) > 0.99
+    assert pay(paid, goals, step_info("mine diamond", "", effective=False)) > 0.99
     assert "mine diamond" not in novelty.observe(STATE, INFO)
 
 
-def test_extrinsic_goal_source_pays_nothing():
-    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS), None)
-    source.reset(STATE, INFO)
-    assert source.reward(step_info("chop tree", "chop tree")) == 0.0
+def test_the_game_reward_is_a_weighted_per_step_reward():
+    info = step_info("chop tree", "chop tree")
+    assert GameReward().step(StepData(0, 0.5, info, [])) == 0.5
+    assert GameReward(2.0).step(StepData(0, 0.5, info, [])) == 1.0
+    assert GameReward().per_step and GameReward().name == "game"
 
 
 def test_single_task_pays_effective_task_actions_with_synonyms():
@@ -116,13 +139,13 @@ def test_single_task_hierarchical_and_reward_last():
         SingleTaskReward("attack cow", hierarchical="yes")
 
 
-def test_goal_source_single_task_shows_the_subtask(embedder):
-    source = GoalSource(build_suggester({"lm_class": "SimpleOracle"}, all_goals=GOOD_ACTIONS),
-                        None, SingleTaskReward("place plant", hierarchical="reward_last"))
+def test_goal_source_single_task_shows_the_subtask():
+    task = SingleTaskReward("place plant", hierarchical="reward_last")
+    source, reward = TaskGoals(task), TaskReward(task)
     assert source.reset(STATE, INFO) == ["chop grass"]
-    assert source.reward(step_info("chop grass", "chop grass")) == 0.0
+    assert pay(reward, [], step_info("chop grass", "chop grass")) == 0.0
     assert source.observe(STATE, INFO) == ["place plant"]
-    assert source.reward(step_info("place plant", "place plant")) == 1.0
+    assert pay(reward, [], step_info("place plant", "place plant")) == 1.0
     assert goal_text(["place plant"]) == "Your goal is: place plant."
     assert goal_text([]) == "Your goal is: none."
 

@@ -8,7 +8,7 @@ compare the goals with the oracle's feasible set for the same state, both as set
 = matches / goals suggested, recall = matches / oracle goals.
 
 Housekeep: each question's yes/no answer against the episode's ground truth
-(:func:`ellm.housekeep.answer_metrics`, as the training logs it); unanswered questions (error,
+(:func:`ellm.games.housekeep.method.answer_metrics`, as the training logs it); unanswered questions (error,
 no logprobs) are left out of the accuracy and counted.
 
 Cost columns come from the suggester's own counters (``lm/`` metrics), per query: seconds spent
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ellm.housekeep import AnswerRecord, HousekeepSuggester, answer_metrics
+from ellm.games.housekeep.method import AnswerRecord, HousekeepSuggester, answer_metrics
 from ellm.lm import GoalSuggester, SimpleOracle
 from ellm.lm.quality.states import CrafterSample, Question
 from text_crafter import GOOD_ACTIONS, SYNONYMS
