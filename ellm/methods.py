@@ -23,6 +23,7 @@ from typing import Any, Final
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
+from ellm.reward import StepReward
 
 DEFAULT_METHOD: Final = "ellm"
 
@@ -37,6 +38,8 @@ class Method:
     # with use_extr_rew=True for the others)
     learns: bool = True  # False: never updated (random actions)
     batch_reward: bool = False  # its agent adds a reward of its own per batch (RND, APT)
+    # Per-step rewards of its own, beside the game's goal reward (a new list per rollout).
+    rewards: Callable[[DictConfig], list[StepReward]] = lambda cfg: []
 
     def game_weight(self, cfg: DictConfig) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""

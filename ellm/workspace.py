@@ -126,10 +126,11 @@ class Workspace:
 
             self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
         self.goals, rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
-        self.rollout = Rollout(env, self.goals, [*rewards, *self._game_reward()], self.inputs,
-                               cfg.frame_stack)
+        rewards = [*rewards, *self.method.rewards(cfg), *self._game_reward()]
+        self.rollout = Rollout(env, self.goals, rewards, self.inputs, cfg.frame_stack)
         eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
         eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
+        eval_rewards += self.method.rewards(cfg)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack), game,
             stats_path=self.run_dir / "eval" / "stats.jsonl",

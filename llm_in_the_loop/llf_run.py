@@ -179,7 +179,7 @@ class LLFRun:
                "llf/length": stats["length"], "llf/invalid_actions": invalid,
                "llf/seconds": time.monotonic() - start,
                "llf/fallbacks": after.get("fallbacks", 0.0) - before.get("fallbacks", 0.0)}
-        if self.game.scores_achievements:
+        if self.game.report.scores_achievements:
             row["llf/achievements"] = achievements_unlocked(stats)
         if self.client is not None:
             row.update({f"llf/{k}": after[k] - before[k] for k in _LM_PER_EPISODE})
@@ -197,7 +197,7 @@ class LLFRun:
             "eval/episode_length": float(np.mean([ep["length"] for ep in episodes])),
             "eval/return": float(np.mean([ep["reward"] for ep in episodes])),
         }
-        if self.game.scores_achievements:
+        if self.game.report.scores_achievements:
             rates = success_rates(episodes)
             metrics.update({
                 "eval/episode_reward": float(np.mean([achievements_unlocked(ep)
@@ -212,7 +212,7 @@ class LLFRun:
 
     def _describe(self, stats: Mapping[str, float]) -> str:
         words = f"success {'yes' if stats['success'] else 'no'}, {stats['length']} steps"
-        if self.game.scores_achievements:
+        if self.game.report.scores_achievements:
             words += f", {achievements_unlocked(stats)} achievements"
         else:
             words += f", rearrange success {stats['rearrange_success']:.2f}"

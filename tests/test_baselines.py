@@ -5,6 +5,7 @@ runs of ``python train.py`` with tiny budgets that checkpoint and resume."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from pathlib import Path
@@ -485,7 +486,16 @@ SCENARIOS = {
                 "apt_pixel_forward_loss", "apt_pixel_inverse_loss"]),
     "novelty": (["env_spec.lm_spec.lm_class=BaselineModel"], ["loss"]),
     "extrinsic": (["env_spec.name=CrafterReward-v1"], ["loss"]),
+    # methods by name
+    "method_noveld": (["method=noveld", "agent.rep_dim=16"], ["noveld_raw"]),
+    "method_extrinsic": (["method=extrinsic"], ["loss"]),
 }
+# The method each scenario records in config.json.
+RECORDED = {"rnd": "rnd", "noveld": "noveld", "rnd_v2": "rnd", "apt": "apt", "apt_v2": "apt",
+            "novelty": "novelty", "extrinsic": "extrinsic", "method_noveld": "noveld",
+            "method_extrinsic": "extrinsic"}
+# Scenarios whose agent reads no goal and learns from no goal reward: no LM is asked.
+NO_LM = ("rnd", "noveld", "rnd_v2", "apt_v2", "extrinsic", "method_noveld", "method_extrinsic")
 
 
 
@@ -507,6 +517,9 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
     assert [int(r["frame"]) for r in train_rows] == [20, 40, 60]
     for key in metrics:
         assert math.isfinite(float(train_rows[-1][key])), key
+    assert json.loads((run / "config.json").read_text())["method"] == RECORDED[name]
+    queries = {float(row["queries"]) for row in csv_rows(run / "lm.csv")}
+    assert (queries == {0.0}) == (name in NO_LM), queries
 
     train(*overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
           f"exp_name={name}")
@@ -521,3 +534,14 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
         for module, state in first["agent"]["intrinsic"]["modules"].items():
             count = resumed["agent"]["intrinsic"]["modules"][module]["stats"]["count"]
             assert count > state["stats"]["count"], module
+
+
+@pytest.mark.e2e
+def test_random_actions_are_a_method_that_never_learns(train, tmp_path):
+    train("method=random", *TINY, "num_train_frames=60", "exp_name=random")
+    (run,) = tmp_path.glob("exp_local/*/random_*")
+    assert json.loads((run / "config.json").read_text())["method"] == "random"
+    assert snapshot(run)["agent"]["num_updates"] == 0
+    rows = csv_rows(run / "train.csv")
+    assert {float(r["epsilon"]) for r in rows} == {1.0} and "loss" not in rows[-1]
+    assert {float(row["queries"]) for row in csv_rows(run / "lm.csv")} == {0.0}

@@ -101,7 +101,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
                                "Achievements unlocked per training episode",
                                "achievements / episode"),
     }
-    for game in GAMES:
+    for game in (g.report for g in GAMES):
         if game.progress_metric is None:
             continue
         metric, title = game.progress_metric

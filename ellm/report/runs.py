@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ellm.errors import ConfigError
-from ellm.games import GAMES, Game, find_game, game_named
+from ellm.games import GAMES, GameReport, find_game, game_named
 from text_crafter import load_stats
 
 # Files any version of train.py writes into a run directory early on.
@@ -51,16 +51,13 @@ DEFAULTS: dict[str, Any] = {
 # Agent classes (last part of agent._target_) of the exploration baselines.
 BASELINE_AGENTS: dict[str, str] = {"RNDAgent": "RND", "ICMAPTAgent": "APT", "APTAgent": "APT",
                                    "ICMAgent": "ICM", "NovelDAgent": "NovelD"}
-# LM classes (env_spec.lm_spec.lm_class) and the method they stand for; Housekeep aliases too.
-LM_METHODS: dict[str, str] = {
-    "SimpleOracle": "ELLM-oracle", "SimpleOracleHousekeep": "ELLM-oracle",
-    "BaselineModel": "Novelty", "BaselineHousekeep": "Novelty",
-}
 GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
+NOVELTY_CLASSES = frozenset({"BaselineModel", "BaselineLM", "BaselineHousekeep"})
 RANDOM = "Random actions"
 EXTRINSIC = "Extrinsic reward"
-# The ``method`` a run records in config.json (ellm.config.method_of) and its label; runs of
-# older versions have none and are named from their config as before.
+# The ``method`` a run records in config.json (ellm.methods) and its label; ELLM runs are
+# labelled by the LM that answered (:func:`ellm_label`). Runs of versions before ``method=``
+# recorded ellm-oracle / ellm-llm / ellm-dummy, or nothing: they are read as before.
 METHOD_LABELS: dict[str, str] = {
     "ellm-oracle": "ELLM-oracle", "ellm-dummy": "ELLM-dummy-LM", "novelty": "Novelty",
     "rnd": "RND", "noveld": "NovelD", "apt": "APT", "extrinsic": EXTRINSIC, "random": RANDOM,
@@ -83,35 +80,25 @@ def cfg_get(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-@dataclass(frozen=True)
-class OtherGame:
-    """A game the training loop does not run (a gymnasium control task, Meta-World) that a
-    run recorded as its ``game``: what the report needs of it, nothing more."""
-
-    name: str
-    label: str
-    scores_achievements: bool = False
-    progress_metric: tuple[str, str] | None = None
+# Games the training loop does not run (a gymnasium control task, Meta-World) that a run
+# recorded as its ``game``, labelled by its recorded ``game_label``: one report view each.
+_OTHER_GAMES: dict[tuple[str, str], GameReport] = {}
 
 
-_OTHER_GAMES: dict[tuple[str, str], OtherGame] = {}
-
-
-def game_of(config: Mapping[str, Any]) -> Game | OtherGame:
-    """The game a run ran on: as recorded (``game``; one the training loop does not know is an
-    :class:`OtherGame` labelled by the recorded ``game_label``), else (older runs) from its env
+def game_of(config: Mapping[str, Any]) -> GameReport:
+    """How to show the game a run ran on: as recorded (``game``), else (older runs) from its env
     name; an unknown env name is read as the default game, Crafter."""
     if "game" in config:
         game = game_named(config["game"])
         if game is None:
             name = str(config["game"])
             key = (name, str(config.get("game_label", name)))
-            return _OTHER_GAMES.setdefault(key, OtherGame(*key))
-        return game
+            return _OTHER_GAMES.setdefault(key, GameReport(*key))
+        return game.report
     try:
-        return find_game(cfg_get(config, "env_spec.name"))
+        return find_game(cfg_get(config, "env_spec.name")).report
     except ConfigError:
-        return GAMES[0]
+        return GAMES[0].report
 
 
 def is_random(config: Mapping[str, Any]) -> bool:
@@ -134,7 +121,7 @@ def uses_lm(config: Mapping[str, Any]) -> bool:
     if "uses_lm" in config:
         return bool(config["uses_lm"])
     if "method" in config:
-        return (str(config["method"]).startswith("ellm-")
+        return (str(config["method"]).startswith("ellm")
                 or config["method"] in ("novelty", "llm-policy"))
     return not (is_random(config) or baseline(config) is not None
                 or cfg_get(config, "env_spec.name") == "CrafterReward-v1")
@@ -176,8 +163,8 @@ def _recorded_method(config: Mapping[str, Any]) -> str:
     method = str(config["method"])
     if "method_label" in config:  # a run that names itself (the LLM optimisers)
         return str(config["method_label"])
-    if method == "ellm-llm":
-        name = f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
+    if method in ("ellm", "ellm-llm"):
+        name = ellm_label(config)
     elif method == "llm-policy":
         name = (f"LLM policy {cfg_get(config, 'env_spec.lm_spec.lm')}, feedback "
                 f"{cfg_get(config, 'env_spec.feedback_type')}")
@@ -188,13 +175,20 @@ def _recorded_method(config: Mapping[str, Any]) -> str:
     return name
 
 
-def _lm_method(config: Mapping[str, Any]) -> str:
+def ellm_label(config: Mapping[str, Any]) -> str:
+    """An ELLM run named by the LM that answered: ELLM-oracle, ELLM-dummy-LM, ELLM-<model>."""
     lm_class = str(cfg_get(config, "env_spec.lm_spec.lm_class"))
     if lm_class in GPT_CLASSES:
         if cfg_get(config, "env_spec.lm_spec.dummy_lm"):
             return "ELLM-dummy-LM"
         return f"ELLM-{cfg_get(config, 'env_spec.lm_spec.lm')}"
-    return LM_METHODS.get(lm_class, f"ELLM-{lm_class}")
+    return "ELLM-oracle" if lm_class.startswith("SimpleOracle") else f"ELLM-{lm_class}"
+
+
+def _lm_method(config: Mapping[str, Any]) -> str:
+    """An old run with no recorded method: Novelty by its LM class, else ELLM."""
+    lm_class = str(cfg_get(config, "env_spec.lm_spec.lm_class"))
+    return "Novelty" if lm_class in NOVELTY_CLASSES else ellm_label(config)
 
 
 def _num(value: Any) -> float | None:
@@ -241,7 +235,7 @@ class Run:
         return int(seed) if _num(seed) is not None else None
 
     @property
-    def game(self) -> Game | OtherGame:
+    def game(self) -> GameReport:
         return game_of(self.config)
 
     @property

@@ -148,7 +148,7 @@ def render(report: Report) -> str:
                 ("Counts are summed over the runs of a method and divided by their frames; the "
                  "cache hit rate is cache hits / LM queries."), ""]
 
-    for game in GAMES:
+    for game in (g.report for g in GAMES):
         if game.progress_metric is None or not any(r.game is game for r in with_data):
             continue
         metric, title = game.progress_metric

@@ -1,0 +1,53 @@
+"""The seams hold: the core of the method imports no game, and each package holds one kind of
+thing (games hold no LLM or RL code: test_llf_envs; the LLM-in-the-loop systems sit apart
+from the exploration baselines)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMES = ("text_crafter", "text_housekeep")
+# The modules of the method that must work for any game: they reach a game only through
+# ellm.games (its Game plug-in), never by importing it.
+CORE = ("ellm/workspace.py", "ellm/evaluate.py", "ellm/rollout.py", "ellm/reward.py",
+        "ellm/goals.py", "ellm/agent.py", "ellm/config.py", "ellm/methods.py",
+        "ellm/lm/base.py", "ellm/lm/__init__.py")
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_no_core_module_imports_a_game(module):
+    games = {m for m in imported_modules(ROOT / module) if m.split(".")[0] in GAMES}
+    assert not games, f"{module} imports {sorted(games)}: go through its ellm.games plug-in"
+
+
+def test_the_method_pieces_that_need_no_game_load_none():
+    code = ("import sys, ellm.rollout, ellm.reward, ellm.goals, ellm.methods, ellm.lm; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {GAMES!r}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_baselines_hold_only_plug_ins_of_the_training_loop():
+    llm_systems = {m for path in (ROOT / "baselines").glob("*.py")
+                   for m in imported_modules(path) if m.startswith("llm_in_the_loop")}
+    assert not llm_systems
+    assert not (ROOT / "baselines" / "sandbox.py").exists()
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["train.py"]
+    assert sorted(p.name for p in ROOT.glob("*.yaml")) == ["config.yaml"]
