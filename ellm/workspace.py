@@ -164,8 +164,10 @@ class Workspace:
 
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
-        return {"method": self.method.name, "game": self.game.name,
-                "ellm_version": ellm.__version__, **self._config()}
+        # The config's own ``method`` key is the group's choice before the original's
+        # spellings are read: the record holds the method resolved from both.
+        return {**self._config(), "method": self.method.name, "game": self.game.name,
+                "ellm_version": ellm.__version__}
 
     def _config(self) -> dict[str, Any]:
         """The resolved config without secrets, naming the LM model that answers."""
@@ -341,7 +343,7 @@ class Workspace:
             "frame": self.frame, "episode": self.episode,
             "first_reward_frame": self.first_reward_frame,
             "cumulative_reward": self.cumulative_reward,
-            "method": self.method, "game": self.game.name,
+            "method": self.method.name, "game": self.game.name,
             "config": self._config(),
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
             "rng": _rng_state(),
