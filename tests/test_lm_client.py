@@ -300,6 +300,14 @@ def test_a_server_of_one_model_is_asked_for_that_model(server, tmp_path, caplog)
     assert caplog.text.count("serves one model") == 1
 
 
+def test_a_model_list_is_read_for_its_valid_names_only(server, tmp_path):
+    server.models = [42, "\ud800", "", "served-model"]  # a lying server's list
+    client = build_client(spec(lm="other"), cache_dir=tmp_path, base_url=server.base_url)
+    assert client.spec.lm == "served-model"  # the only name a request can carry
+    assert client.complete(ASK) == "- chop tree\n- drink water"
+    assert server.requests[-1].body["model"] == "served-model"
+
+
 def test_a_server_that_lists_no_models_gets_the_configured_name(server, tmp_path, caplog):
     server.models = None  # GET /v1/models answers 404
     with caplog.at_level(logging.WARNING, logger="ellm.lm"):
@@ -457,9 +465,11 @@ LIES = {
     "logprob-null": ("yes", Reply("Yes", top_logprobs={"Yes": None, "No": -1.0})),
     "logprob-nan": ("yes", Reply("Yes", top_logprobs={"Yes": NAN, "No": -1.0})),
     "logprob-positive": ("yes", Reply("Yes", top_logprobs={"Yes": 3.0, "No": -1.0})),
-    "token-a-number": ("yes", Reply.garbage(json.dumps({"choices": [{"message": {
-        "content": "Yes"}, "logprobs": {"content": [{"token": "Yes", "logprob": -0.1,
-                                                     "top_logprobs": [{"token": 1, "logprob": -0.1}]}]}}]}).encode())),
+    "token-a-number": ("yes", Reply.garbage(json.dumps({"choices": [{
+        "message": {"content": "Yes"},
+        "logprobs": {"content": [{"token": "Yes", "logprob": -0.1,
+                                  "top_logprobs": [{"token": 1, "logprob": -0.1}]}]},
+    }]}).encode())),
 }
 PRICE = 1000.0  # $ per 1M tokens, in and out: $0.001 a token
 
