@@ -356,8 +356,12 @@ def test_an_old_cache_is_upgraded_and_its_entries_never_served(server, tmp_path,
     assert not client.cache.has_model("test-model", client.scope)
     assert client.complete(prompt) == "- chop tree\n- drink water"  # asked, not the old entry
     assert client.complete(prompt) == "- chop tree\n- drink water"  # now cached
-    assert len(server.requests) == 1
+    shared = build_client({"lm_class": "GPTLanguageModel", "lm": "test-model",
+                           "cache_scope": "model"}, cache_dir=tmp_path, base_url=server.base_url)
+    assert shared.complete(prompt) == "- chop tree\n- drink water"  # nor for model scope
+    assert len(server.requests) == 2
     conn = sqlite3.connect(tmp_path / CACHE_FILE)
     assert conn.execute("SELECT value FROM meta").fetchall() == [("2",)]
     assert sorted(conn.execute("SELECT text, scope FROM answers")) == [
-        ("- chop tree\n- drink water", server.base_url), ("- old answer", "")]
+        ("- chop tree\n- drink water", "*"), ("- chop tree\n- drink water", server.base_url),
+        ("- old answer", "")]
