@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
-from ellm.lm import parse_lm_spec
+from ellm.lm import check_cache, parse_lm_spec
 from ellm.methods import resolve_method
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
@@ -142,7 +142,7 @@ def validate(cfg: DictConfig) -> Game:
     if agent.train_eps_min > agent.train_eps_max:
         raise ConfigError(f"agent.train_eps_min={agent.train_eps_min} is invalid: expected at "
                           f"most agent.train_eps_max={agent.train_eps_max}")
-    check_lm_spec(cfg.env_spec.lm_spec)
+    check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -208,12 +208,16 @@ def resolve_workers(workers: Any, cpus: int | None = None) -> int:
     return min(4, (cpus or usable_cpus()) // 2)
 
 
-def check_lm_spec(raw: Any) -> None:
+def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> None:
     """Check ``env_spec.lm_spec`` before a run starts (every entry point that asks an LM);
-    a bad key or value raises :class:`ConfigError` naming it."""
+    a bad key or value, or an answer cache that cannot be used, raises :class:`ConfigError`
+    naming it. ``by_lm_class``: the run asks an LM only when ``lm_class`` is GPTLanguageModel
+    (train.py), so only then is the cache checked; else always."""
     try:
-        parse_lm_spec(raw)
-    except ValueError as err:
+        spec = parse_lm_spec(raw)
+        if not by_lm_class or spec.lm_class == "GPTLanguageModel":
+            check_cache(spec)
+    except ValueError as err:  # CacheError is a ConfigError, hence a ValueError
         raise ConfigError(str(err)) from None
 
 

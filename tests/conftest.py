@@ -80,6 +80,19 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never read or write the developer's LM cache: a config check of an LLM run opens
+    the default cache (``$ELLM_CACHE_DIR``)."""
+    before = os.environ.get("ELLM_CACHE_DIR")
+    os.environ["ELLM_CACHE_DIR"] = str(tmp_path_factory.mktemp("lm_cache"))
+    yield
+    if before is None:
+        os.environ.pop("ELLM_CACHE_DIR", None)
+    else:
+        os.environ["ELLM_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def server() -> Iterator[OpenAITestServer]:
     """A scripted OpenAI-compatible server on 127.0.0.1 for one test, stopped after it."""
@@ -94,10 +107,10 @@ def server() -> Iterator[OpenAITestServer]:
 def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """No key or endpoint of the developer's environment reaches a test's LM client, and each
     test is a run of its own (an empty budget ledger)."""
-    from ellm.lm import client as lm_client
+    from ellm.lm import budget as lm_budget
     from ellm.lm import config as lm_config
 
     for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL",
                  lm_config.LEGACY_KEY_ENV):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(lm_client, "_LEDGERS", {})
+    monkeypatch.setattr(lm_budget, "_LEDGERS", {})

@@ -10,6 +10,7 @@ request takes the next :class:`Reply` from the script (``push``), else the serve
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 from collections import deque
@@ -21,17 +22,23 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One scripted answer: text (None = JSON null content), HTTP status, delay, logprobs;
-    ``raw``: send these bytes as the whole body instead (a server answering garbage)."""
+    """One scripted answer: text (None = JSON null content), HTTP status, delay, logprobs, token
+    counts (``completion_tokens`` None: 10, or the request's ``max_tokens`` if fewer). Fields
+    are sent as given, so a test can script a lying server (a number as text, NaN counts, a
+    string logprob); ``usage`` replaces the whole usage object; ``raw``: send these bytes as the
+    whole body instead (a server answering garbage); ``hang_up``: close the connection without
+    answering (a server that crashed mid-request)."""
 
-    text: str | None = "- chop tree\n- drink water"
+    text: Any = "- chop tree\n- drink water"
     status: int = 200
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
-    top_logprobs: dict[str, float] | None = None
-    prompt_tokens: int = 100
-    completion_tokens: int = 10
+    top_logprobs: dict[str, Any] | None = None
+    prompt_tokens: Any = 100
+    completion_tokens: Any = None
     raw: bytes | None = None
+    usage: Any = "counts"
+    hang_up: bool = False
 
     @classmethod
     def bullets(cls, *goals: str, **kw: Any) -> Reply:
@@ -44,6 +51,10 @@ class Reply:
     @classmethod
     def garbage(cls, body: bytes = b"<html>502 Bad Gateway</html>", **kw: Any) -> Reply:
         return cls(None, raw=body, **kw)
+
+    @classmethod
+    def hung_up(cls) -> Reply:
+        return cls(None, hang_up=True)
 
     @classmethod
     def rate_limited(cls, retry_after: float = 0.01) -> Reply:
@@ -164,6 +175,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = owner._next_reply(body)
         if reply.delay and owner._stopping.wait(reply.delay):
             return
+        if reply.hang_up:
+            self.close_connection = True  # nothing written: the client reads a closed socket
+            return
         if reply.raw is not None:
             self._send_bytes(reply.status, reply.raw, "text/html")
             return
@@ -193,24 +207,41 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (timeout test)
 
 
+def _usage(body: dict[str, Any], reply: Reply) -> Any:
+    if reply.usage != "counts":
+        return reply.usage
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = min(10, body.get("max_tokens") or 10)
+    total = None
+    if all(type(n) is int for n in (reply.prompt_tokens, completion)):
+        total = reply.prompt_tokens + completion
+    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": total}
+
+
+def _likeliest(top: dict[str, Any]) -> str:
+    """The token of the highest logprob (a scripted lie that is not a number ranks last)."""
+    return max(top, key=lambda t: top[t] if type(top[t]) in (int, float) else -math.inf)
+
+
 def _completion(body: dict[str, Any], reply: Reply, chat: bool) -> dict[str, Any]:
-    usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-             "total_tokens": reply.prompt_tokens + reply.completion_tokens}
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
     top = reply.top_logprobs
     if chat:
         choice["message"] = {"role": "assistant", "content": reply.text}
         if top is not None and body.get("logprobs"):
             entries = [{"token": t, "logprob": lp, "bytes": None} for t, lp in top.items()]
-            first = max(entries, key=lambda e: e["logprob"])
-            choice["logprobs"] = {"content": [{**first, "top_logprobs": entries}],
+            best = _likeliest(top)
+            choice["logprobs"] = {"content": [{"token": best, "logprob": top[best],
+                                               "bytes": None, "top_logprobs": entries}],
                                   "refusal": None}
     else:
-        choice["text"] = reply.text or ""
+        choice["text"] = "" if reply.text is None else reply.text
         if top is not None and body.get("logprobs"):
-            best = max(top, key=top.__getitem__)
+            best = _likeliest(top)
             choice["logprobs"] = {"tokens": [best], "token_logprobs": [top[best]],
                                   "top_logprobs": [top], "text_offset": [0]}
     return {"id": "test-1", "object": "chat.completion" if chat else "text_completion",
             "created": 0, "model": body.get("model", "test-model"), "choices": [choice],
-            "usage": usage}
+            "usage": _usage(body, reply)}

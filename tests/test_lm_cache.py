@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pickle
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ellm.lm import TextState, build_suggester
-from ellm.lm.cache import CACHE_FILE, AnswerCache, CachedAnswer, make_key, sampling_params
-from ellm.lm.config import default_cache_dir
+from ellm.errors import ConfigError
+from ellm.lm import TextState, build_client, build_suggester, check_cache
+from ellm.lm.cache import (
+    ANY_ENDPOINT,
+    CACHE_FILE,
+    AnswerCache,
+    CachedAnswer,
+    CacheError,
+    make_key,
+    sampling_params,
+)
+from ellm.lm.config import OPENAI_API_URL, api_url, default_cache_dir
 from ellm.lm.import_cache import main as import_main
 from ellm.lm.prompts import state_description
 
@@ -23,21 +38,70 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
-def put(cache: AnswerCache, prompt: str, text: str) -> CachedAnswer:
+SCOPE = "http://127.0.0.1:8080/v1"
+
+
+def put(cache: AnswerCache, prompt: Any, text: str) -> CachedAnswer:
     params = sampling_params(max_tokens=5, temperature=0)
-    key = make_key("chat", "m", prompt, params)
+    key = make_key("chat", "m", prompt, params, scope=SCOPE)
     return cache.put(key, kind="chat", model="m", prompt=prompt, params=params,
-                     answer=CachedAnswer("ok", text, prompt_tokens=3))
+                     answer=CachedAnswer("ok", text, prompt_tokens=3), scope=SCOPE)
+
+
+def key(kind: str, model: str, prompt: Any, params: dict[str, Any], scope: str = SCOPE) -> str:
+    return make_key(kind, model, prompt, params, scope=scope)
 
 
 def test_keys_are_canonical():
     a = sampling_params(max_tokens=200, temperature=0, stop="\n\n")
     b = sampling_params(max_tokens=200.0, temperature=0.0, stop=("\n\n",))
-    assert make_key("completions", "m", "p", a) == make_key("completions", "m", "p", b)
-    assert make_key("chat", "m", "p", a) != make_key("completions", "m", "p", a)
-    assert make_key("chat", "m", "p", a) != make_key("chat", "m2", "p", a)
-    assert make_key("chat", "m", "p", a) != make_key(
+    assert key("completions", "m", "p", a) == key("completions", "m", "p", b)
+    assert key("chat", "m", "p", a) != key("completions", "m", "p", a)
+    assert key("chat", "m", "p", a) != key("chat", "m2", "p", a)
+    assert key("chat", "m", "p", a) != key(
         "chat", "m", "p", sampling_params(max_tokens=200, temperature=0.5, stop="\n\n"))
+    # The endpoint is part of the key: a local server's answers never pass for a hosted model's.
+    assert key("chat", "m", "p", a) != key("chat", "m", "p", a, scope=OPENAI_API_URL)
+    assert key("chat", "m", "p", a) != key("chat", "m", "p", a, scope=ANY_ENDPOINT)
+
+
+@pytest.mark.parametrize("spelled, url", [
+    (None, OPENAI_API_URL),
+    ("https://api.openai.com/v1/", OPENAI_API_URL),
+    ("HTTPS://API.OpenAI.com:443/v1", OPENAI_API_URL),
+    ("http://LocalHost:80/v1//", "http://localhost/v1"),
+    ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
+    ("http://user:secret@[::1]:8000/v1?key=secret#x", "http://[::1]:8000/v1"),
+])
+def test_api_url_spells_an_endpoint_one_way_without_credentials(monkeypatch, spelled, url):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert api_url(spelled) == url
+
+
+def test_api_url_of_no_base_url_follows_openai_base_url(monkeypatch):
+    # The openai client sends requests to $OPENAI_BASE_URL when base_url is not set.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://proxy.example:9000/v1/")
+    assert api_url(None) == "http://proxy.example:9000/v1"
+
+
+@pytest.mark.parametrize("prompt", ["You see \ud800 tree.",
+                                    [{"role": "user", "content": "goal: chop \udfff"}]],
+                         ids=["text", "chat"])
+def test_text_with_lone_surrogates_keys_stores_and_reads_back(tmp_path, prompt):
+    # A caption or goal with undecodable bytes: its key differs from that of the same text with
+    # a valid character in place of the surrogate, and the entry reads back from the file.
+    params = sampling_params(max_tokens=5, temperature=0, stop="\udc80")
+    valid = json.loads(json.dumps(prompt).replace("\\ud", "\\uf"))
+    assert key("chat", "m", prompt, params) != key("chat", "m", valid, params)
+    cache = AnswerCache(tmp_path)
+    answer = CachedAnswer("ok", "- chop tree", prompt_tokens=3)
+    cache.put(key("chat", "m", prompt, params), kind="chat", model="m", prompt=prompt,
+              params=params, answer=answer, scope=SCOPE)
+    cache.close()
+    assert AnswerCache(tmp_path).get(key("chat", "m", prompt, params)) == answer
+    (stored_prompt, stored_params), = sqlite3.connect(tmp_path / CACHE_FILE).execute(
+        "SELECT prompt, params FROM answers").fetchall()
+    assert json.loads(stored_prompt) == prompt and json.loads(stored_params) == params
 
 
 def test_first_answer_kept_and_persisted(tmp_path):
@@ -46,9 +110,10 @@ def test_first_answer_kept_and_persisted(tmp_path):
     assert put(cache, "p", "second").text == "first"
     cache.close()
     again = AnswerCache(tmp_path)
-    key = make_key("chat", "m", "p", sampling_params(max_tokens=5, temperature=0))
-    assert again.get(key) == CachedAnswer("ok", "first", None, 3, 0, "api")
-    assert len(again) == 1 and again.has_model("m") and not again.has_model("x")
+    assert again.get(key("chat", "m", "p", sampling_params(max_tokens=5, temperature=0))
+                     ) == CachedAnswer("ok", "first", None, 3, 0, "api")
+    assert len(again) == 1 and again.has_model("m", SCOPE)
+    assert not again.has_model("x", SCOPE) and not again.has_model("m", OPENAI_API_URL)
     mode = sqlite3.connect(tmp_path / CACHE_FILE).execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
 
@@ -68,8 +133,9 @@ WRITER = textwrap.dedent("""
     start, stop, tag = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     for i in range(start, stop):
         prompt = f"prompt {i}"
-        cache.put(make_key("chat", "m", prompt, params), kind="chat", model="m",
-                  prompt=prompt, params=params, answer=CachedAnswer("ok", f"{tag} {i}"))
+        cache.put(make_key("chat", "m", prompt, params, scope="s"), kind="chat", model="m",
+                  prompt=prompt, params=params, answer=CachedAnswer("ok", f"{tag} {i}"),
+                  scope="s")
         if i == start:
             print("ready", flush=True)
     print("done", flush=True)
@@ -154,3 +220,148 @@ def test_import_refuses_foreign_objects_and_bad_files(tmp_path, capsys):
 def test_cached_answer_rejects_unknown_status():
     with pytest.raises(ValueError, match="status"):
         CachedAnswer("weird", "")
+
+
+# ---- a cache that cannot be used stops a run before it starts -----------------------------
+def unusable(tmp_path: Path, case: str) -> tuple[Path, Path]:
+    """(cache_dir, the path the error must name) of a cache that cannot be used."""
+    if case in ("dir-is-a-file", "parent-is-a-file"):
+        blocker = tmp_path / "not_a_dir"
+        blocker.write_text("a file")
+        return (blocker if case == "dir-is-a-file" else blocker / "sub"), blocker
+    directory = tmp_path / case
+    directory.mkdir()
+    if case == "corrupt":
+        (directory / CACHE_FILE).write_bytes(b"this is no SQLite file\n" * 100)
+    else:  # a cache written by a newer ellm
+        AnswerCache(directory).open().close()
+        with sqlite3.connect(directory / CACHE_FILE) as conn:
+            conn.execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    return directory, directory / CACHE_FILE
+
+
+@pytest.mark.parametrize("case, fix", [
+    ("dir-is-a-file", "is a file, not a directory; set env_spec.lm_spec.cache_dir"),
+    ("parent-is-a-file", "is a file, not a directory; set env_spec.lm_spec.cache_dir"),
+    ("corrupt", "move it away or delete it, with its -wal and -shm files"),
+    ("newer", "has schema version 99, newer than this ellm's (2): upgrade ellm"),
+])
+def test_an_unusable_cache_is_refused_at_open_naming_the_file_and_the_fix(tmp_path, case, fix):
+    cache_dir, named = unusable(tmp_path, case)
+    with pytest.raises(CacheError) as refused:
+        AnswerCache(cache_dir).open()
+    assert str(named) in str(refused.value) and fix in str(refused.value)
+    assert isinstance(refused.value, ConfigError)  # entry points exit 2 on it, as on any key
+    spec = {"lm_class": "GPTLanguageModel", "cache_dir": str(cache_dir)}
+    with pytest.raises(CacheError, match=re.escape(fix)):
+        check_cache(spec)  # what train.py's config check runs
+    with pytest.raises(CacheError, match=re.escape(fix)):
+        build_client({**spec, "base_url": "http://127.0.0.1:9/v1"})  # before any query
+    check_cache({**spec, "dummy_lm": True})  # dummy answers are not cached: nothing to open
+
+
+def open_unwritable(directory: Path) -> str:
+    """The error (or "opened") of opening the cache in ``directory`` by a process that may not
+    write there: root writes anywhere, so as root a forked child drops to nobody first."""
+    if os.geteuid() != 0:
+        return _open_message(directory)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no exec, so the modules imported here serve it
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write, _open_message(directory).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    os.waitpid(pid, 0)
+    return message
+
+
+def _open_message(directory: Path) -> str:
+    try:
+        AnswerCache(directory).open().close()
+    except CacheError as err:
+        return str(err)
+    return "opened"
+
+
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["read-only-dir", "read-only-cache"])
+def test_a_cache_that_cannot_be_written_is_refused_at_open(existing):
+    # Under /tmp itself: the child that drops to nobody must reach it (pytest's tmp_path is
+    # private to its user).
+    directory = Path(tempfile.mkdtemp(prefix="ellm-readonly-"))
+    try:
+        if existing:
+            assert put(AnswerCache(directory), "p", "answer").text == "answer"
+            (directory / CACHE_FILE).chmod(0o444)
+        directory.chmod(0o555)
+        message = open_unwritable(directory)
+        assert f"the LM answer cache {directory / CACHE_FILE} cannot be used" in message
+        assert f"make {directory} writable or set env_spec.lm_spec.cache_dir" in message
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(directory)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", ["dir-is-a-file", "corrupt"])
+def test_train_with_an_unusable_cache_exits_2_before_the_run_starts(train, tmp_path, case):
+    cache_dir, named = unusable(tmp_path, case)
+    overrides = ["exp_name=BADCACHE", "env_spec.lm_spec.lm_class=GPTLanguageModel",
+                 "env_spec.lm_spec.base_url=http://127.0.0.1:9/v1"]
+    if case == "corrupt":  # the default cache: $ELLM_CACHE_DIR (the test run's own)
+        default = tmp_path / "lm_cache"
+        default.mkdir()
+        shutil.copy(named, default / CACHE_FILE)
+        named = default / CACHE_FILE
+    else:
+        overrides.append(f"env_spec.lm_spec.cache_dir={cache_dir}")
+    proc = train(*overrides, check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: the LM answer cache {named}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp_local").exists()
+
+
+OLD_SCHEMA = """CREATE TABLE answers (key TEXT PRIMARY KEY, kind TEXT NOT NULL,
+    model TEXT NOT NULL, prompt TEXT NOT NULL, params TEXT NOT NULL, status TEXT NOT NULL,
+    text TEXT NOT NULL, payload TEXT, prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0, source TEXT NOT NULL, created REAL NOT NULL);
+CREATE INDEX answers_model ON answers (model);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');"""
+
+
+def test_an_old_cache_is_upgraded_and_its_entries_never_served(server, tmp_path, no_real_keys):
+    # Version 1 keyed answers by model only: an entry may be any server's answer.
+    prompt = [{"role": "user", "content": "You see tree."}]
+    params = sampling_params(max_tokens=200, temperature=0.1, stop="\n\n")
+    blob = json.dumps(["chat", "test-model", prompt, params], sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    old_key = hashlib.sha256(blob.encode()).hexdigest()
+    with sqlite3.connect(tmp_path / CACHE_FILE) as conn:
+        conn.executescript(OLD_SCHEMA)
+        conn.execute("INSERT INTO answers VALUES (?, 'chat', 'test-model', ?, ?, 'ok', "
+                     "'- old answer', NULL, 1, 1, 'api', 0)",
+                     (old_key, json.dumps(prompt), json.dumps(params, sort_keys=True)))
+    client = build_client({"lm_class": "GPTLanguageModel", "lm": "test-model"},
+                          cache_dir=tmp_path, base_url=server.base_url)
+    assert not client.cache.has_model("test-model", client.scope)
+    assert client.complete(prompt) == "- chop tree\n- drink water"  # asked, not the old entry
+    assert client.complete(prompt) == "- chop tree\n- drink water"  # now cached
+    shared = build_client({"lm_class": "GPTLanguageModel", "lm": "test-model",
+                           "cache_scope": "model"}, cache_dir=tmp_path, base_url=server.base_url)
+    assert shared.complete(prompt) == "- chop tree\n- drink water"  # nor for model scope
+    assert len(server.requests) == 2
+    conn = sqlite3.connect(tmp_path / CACHE_FILE)
+    assert conn.execute("SELECT value FROM meta").fetchall() == [("2",)]
+    assert sorted(conn.execute("SELECT text, scope FROM answers")) == [
+        ("- chop tree\n- drink water", "*"), ("- chop tree\n- drink water", server.base_url),
+        ("- old answer", "")]

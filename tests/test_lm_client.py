@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,10 +22,12 @@ from ellm.lm import (
     TextState,
     build_client,
     build_suggester,
+    parse_lm_spec,
     pricing,
 )
 from ellm.lm import client as lm_client
 from ellm.lm import config as lm_config
+from ellm.lm.answers import prompt_token_bound
 
 STATE = TextState("You see grass, tree, and water. You are targeting tree.",
                   "You have in your inventory wood.", "You feel hungry.", {"wood": 1})
@@ -288,13 +291,21 @@ def test_a_server_of_one_model_is_asked_for_that_model(server, tmp_path, caplog)
             in caplog.text)
     assert lm.client.spec.lm == "gemma-3-270m" and "gemma-3-270m" in repr(lm.client)
     assert server.requests[-1].body["model"] == "gemma-3-270m"
-    assert lm.client.cache.has_model("gemma-3-270m") and not lm.client.cache.has_model(
-        "gpt-4o-mini")
+    cache, scope = lm.client.cache, lm.client.scope
+    assert cache.has_model("gemma-3-270m", scope) and not cache.has_model("gpt-4o-mini", scope)
     assert lm.client.price == (0.0, 0.0)
     # A run builds a training and an evaluation suggester: the console says it once.
     build_suggester({"lm_class": "GPTLanguageModel"}, all_goals=[], cache_dir=tmp_path,
                     base_url=server.base_url)
     assert caplog.text.count("serves one model") == 1
+
+
+def test_a_model_list_is_read_for_its_valid_names_only(server, tmp_path):
+    server.models = [42, "\ud800", "", "served-model"]  # a lying server's list
+    client = build_client(spec(lm="other"), cache_dir=tmp_path, base_url=server.base_url)
+    assert client.spec.lm == "served-model"  # the only name a request can carry
+    assert client.complete(ASK) == "- chop tree\n- drink water"
+    assert server.requests[-1].body["model"] == "served-model"
 
 
 def test_a_server_that_lists_no_models_gets_the_configured_name(server, tmp_path, caplog):
@@ -426,3 +437,185 @@ def test_key_sources(tmp_path, monkeypatch):
     assert key_of(openai_key="sk-legacy-config") == "sk-legacy-config"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     assert key_of(openai_key="sk-legacy-config") == "sk-env"
+
+
+# ---- answers the client does not trust -------------------------------------------------------
+# Longer than the 100 prompt tokens the test server reports: the bound is what is charged.
+ASK = [{"role": "user", "content": "You see grass, tree, and water. You are targeting tree. "
+                                   "You have in your inventory wood. What do you do?"}]
+QUESTION = ("Should you store a mug in the kitchen sink, where the dishes of the day wait to "
+            "be washed? Answer yes or no:")
+NAN = float("nan")
+# Each a 200 answer from a lying server, with what it asks (text or a yes/no probability).
+LIES = {
+    "content-a-number": ("text", Reply(42)),
+    "content-a-list": ("text", Reply(["- chop tree"])),
+    "content-lone-surrogate": ("text", Reply("- chop \ud800")),
+    "prompt-tokens-nan": ("text", Reply.bullets("chop tree", prompt_tokens=NAN)),
+    "completion-tokens-a-string": ("text", Reply.bullets("chop tree", completion_tokens="7")),
+    "completion-tokens-1e20": ("text", Reply.bullets("chop tree", completion_tokens=1e20)),
+    "completion-tokens-10**20": ("text", Reply.bullets("chop tree", completion_tokens=10**20)),
+    "completion-tokens-over-max_tokens": ("text", Reply.bullets("x", completion_tokens=201)),
+    "prompt-tokens-negative": ("text", Reply.bullets("chop tree", prompt_tokens=-10**12)),
+    "usage-a-string": ("text", Reply.bullets("chop tree", usage="free")),
+    "not-json": ("text", Reply.garbage()),
+    "choices-a-string": ("text", Reply.garbage(b'{"choices": "abc"}')),
+    "no-choices": ("text", Reply.garbage(b'{"choices": []}')),
+    "logprob-a-string": ("yes", Reply("Yes", top_logprobs={"Yes": "high", "No": -1.0})),
+    "logprob-null": ("yes", Reply("Yes", top_logprobs={"Yes": None, "No": -1.0})),
+    "logprob-nan": ("yes", Reply("Yes", top_logprobs={"Yes": NAN, "No": -1.0})),
+    "logprob-positive": ("yes", Reply("Yes", top_logprobs={"Yes": 3.0, "No": -1.0})),
+    "token-a-number": ("yes", Reply.garbage(json.dumps({"choices": [{
+        "message": {"content": "Yes"},
+        "logprobs": {"content": [{"token": "Yes", "logprob": -0.1,
+                                  "top_logprobs": [{"token": 1, "logprob": -0.1}]}]},
+    }]}).encode())),
+}
+PRICE = 1000.0  # $ per 1M tokens, in and out: $0.001 a token
+
+
+# The raw bodies are chat-shaped: the completions endpoint gets the others.
+ENDPOINT_CASES = [(case, "chat") for case in LIES] + [
+    (case, "completions") for case, (_, lie) in LIES.items() if lie.raw is None]
+
+
+@pytest.mark.parametrize("case, endpoint", ENDPOINT_CASES)
+def test_a_lying_answer_is_counted_charged_never_cached_and_never_crashes(server, tmp_path,
+                                                                         case, endpoint):
+    kind, lie = LIES[case]
+    client = build_client(spec(endpoint=endpoint, price=[PRICE, PRICE], max_retries=0),
+                          cache_dir=tmp_path, base_url=server.base_url)
+    prompt = ASK if endpoint == "chat" else ASK[0]["content"]
+    request = [{"role": "user", "content": QUESTION}] if endpoint == "chat" else QUESTION
+
+    def ask() -> Any:
+        return client.complete(prompt) if kind == "text" else client.yes_probability(QUESTION)
+
+    server.push(lie)
+    assert ask() is None  # no answer, no exception
+    m = client.metrics()
+    assert (m["api_errors"], m["parse_errors"], m["api_calls"]) == (1, 0, 1)
+    assert len(client.cache) == 0
+    # Charged the most the request could have cost: the prompt's bytes and max_tokens.
+    bound = prompt_token_bound(prompt if kind == "text" else request)
+    max_tokens = 200 if kind == "text" else 1
+    assert (m["prompt_tokens"], m["completion_tokens"]) == (bound, max_tokens)
+    charged = client.ledger.dollars
+    assert charged == m["dollars"] == pytest.approx((bound + max_tokens) * PRICE / 1e6)
+    # The honest answer after it: asked again (nothing was cached), used and cached.
+    server.push(Reply.bullets("chop tree") if kind == "text" else Reply.yes_no(-0.1, -2.3))
+    assert ask() == ("- chop tree\n" if kind == "text" else pytest.approx(0.9, abs=0.01))
+    assert ask() == ("- chop tree\n" if kind == "text" else pytest.approx(0.9, abs=0.01))
+    assert len(client.cache) == 1 and len(server.requests) == 2
+    m = client.metrics()
+    assert (m["api_errors"], m["parse_errors"], m["cache_hits"]) == (1, 0, 1)
+    assert client.ledger.dollars > charged
+
+
+def test_a_liar_cannot_credit_the_budget(server, tmp_path, caplog):
+    # Before: a negative prompt_tokens took $1000 off the ledger, and the run spent on.
+    client = build_client(spec(price=[PRICE, PRICE], budget=0.5, max_retries=0),
+                          cache_dir=tmp_path, base_url=server.base_url)
+    spent = [client.ledger.dollars]
+    server.default = Reply.bullets("chop tree", prompt_tokens=-10**9)
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        for i in range(5):
+            assert client.complete(f"You see tree number {i}.") is None
+            spent.append(client.ledger.dollars)
+    assert spent == sorted(spent) and len(set(spent)) == len(spent) - 2
+    assert client.budget_exhausted and client.metrics()["budget_refusals"] == 2
+    assert len(server.requests) == 3  # ~$0.22 charged each: the third passes the budget
+    assert "usage.prompt_tokens is -1000000000, not a token count" in caplog.text
+    for bad in (-0.01, NAN, math.inf):
+        with pytest.raises(ValueError, match="finite, non-negative"):
+            client.ledger.charge(bad)
+
+
+def test_an_answer_without_usage_is_charged_its_bounds_and_cached(server, tmp_path):
+    client = build_client(spec(price=[PRICE, PRICE]), cache_dir=tmp_path,
+                          base_url=server.base_url)
+    server.push(Reply.bullets("chop tree", usage=None))  # some servers report no usage
+    assert client.complete(ASK) == "- chop tree\n"
+    m = client.metrics()
+    assert (m["prompt_tokens"], m["completion_tokens"]) == (prompt_token_bound(ASK), 200)
+    assert m["api_errors"] == 0 and len(client.cache) == 1
+
+
+def test_a_caption_with_a_lone_surrogate_is_asked_and_cached(server, tmp_path):
+    lm = make(server, tmp_path)
+    state = TextState("You see tree and \ud800.")
+    assert lm.suggest(state) == ["chop tree", "drink water"]
+    assert lm.suggest(state) == ["chop tree", "drink water"]
+    assert "You see tree and \ufffd." in server.requests[0].body["messages"][-1]["content"]
+    assert len(server.requests) == 1 and lm.metrics()["cache_hits"] == 1
+
+
+def test_a_server_that_hangs_up_is_named_in_the_error(server, tmp_path, caplog):
+    # A server process that crashed mid-request closes the connection without an answer.
+    server.push(*[Reply.hung_up()] * 3)
+    client = build_client(spec(max_retries=2), cache_dir=tmp_path, base_url=server.base_url)
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert client.complete(ASK) is None
+    assert (f"giving up after 3 attempt(s): the server at {server.base_url}/chat/completions "
+            "closed the connection without answering") in caplog.text
+    m = client.metrics()
+    assert (m["api_errors"], m["api_calls"], len(client.cache)) == (1, 3, 0)
+    assert client.complete(ASK) == "- chop tree\n- drink water"
+
+
+def test_a_server_that_is_not_listening_is_named_in_the_error(tmp_path, caplog):
+    client = build_client(spec(max_retries=0), cache_dir=tmp_path,
+                          base_url="http://127.0.0.1:9/v1")
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert client.complete(ASK) is None
+    assert "APIConnectionError at http://127.0.0.1:9/v1/chat/completions: " in caplog.text
+
+
+# ---- whose answers the cache serves -------------------------------------------------------------
+def test_a_local_servers_answers_never_pass_for_the_hosted_models(server, tmp_path, monkeypatch):
+    # The old bug: a server whose model list failed was asked for gpt-4o-mini, and its answers
+    # were then served to a client of OpenAI's gpt-4o-mini from the shared cache.
+    server.models = None
+    local = build_client(spec(lm="gpt-4o-mini"), cache_dir=tmp_path, base_url=server.base_url)
+    assert local.complete(ASK) == "- chop tree\n- drink water"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    hosted = build_client(spec(lm="gpt-4o-mini", cache_only=True), cache_dir=tmp_path)
+    assert hosted.complete(ASK) is None
+    assert hosted.metrics()["cache_misses"] == 1
+    assert local.cache.has_model("gpt-4o-mini", server.base_url)
+    assert not hosted.cache.has_model("gpt-4o-mini", lm_config.OPENAI_API_URL)
+
+
+def test_two_servers_of_one_model_share_answers_only_when_asked_to(server, tmp_path):
+    with OpenAITestServer() as other:
+        other.default = Reply.bullets("drink water")
+        first, second = (build_client(spec(), cache_dir=tmp_path, base_url=s.base_url)
+                         for s in (server, other))
+        assert first.complete(ASK) == "- chop tree\n- drink water"
+        assert second.complete(ASK) == "- drink water\n"  # its own answer
+        shared = [build_client(spec(cache_scope="model"), cache_dir=tmp_path,
+                               base_url=s.base_url) for s in (server, other)]
+        assert shared[0].complete(ASK) == "- chop tree\n- drink water"
+        assert shared[1].complete(ASK) == "- chop tree\n- drink water"  # a replica's answer
+        assert shared[1].metrics()["cache_hits"] == 1
+        assert (len(server.requests), len(other.requests)) == (2, 1)
+
+
+def test_cache_scope_is_checked():
+    assert parse_lm_spec({}).cache_scope == "endpoint"
+    assert parse_lm_spec({"cache_scope": "model"}).cache_scope == "model"
+    with pytest.raises(ValueError, match=r"env_spec.lm_spec.cache_scope must be one of "
+                                         r"endpoint, model, got 'global'"):
+        parse_lm_spec({"cache_scope": "global"})
+
+
+def test_a_cache_broken_mid_run_is_warned_about_and_the_run_goes_on(server, tmp_path, caplog):
+    lm = make(server, tmp_path)
+    assert lm.suggest(STATE) == ["chop tree", "drink water"]
+    with sqlite3.connect(tmp_path / "cache" / "lm_cache.sqlite3") as conn:
+        conn.execute("DROP TABLE answers")
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert lm.suggest(OTHER) == ["chop tree", "drink water"]
+    assert "no such table: answers: answering as if it were not cached" in caplog.text
+    assert "no such table: answers: answers are used but not cached" in caplog.text
+    assert lm.metrics()["api_errors"] == 0

@@ -132,15 +132,15 @@ def test_garbage_and_failing_answers_fall_back_to_random_settings(server, tmp_pa
     garbage = p.propose(buffer, 1)
     assert garbage.status == "unparsable" and garbage.fallback
     assert garbage.answer == "I cannot help with that."
-    broken = p.propose(buffer, 2)   # an HTML page instead of JSON: a malformed, empty answer
-    assert broken.status == "unparsable" and broken.answer == ""
+    broken = p.propose(buffer, 2)   # an HTML page instead of JSON: no answer (an API error)
+    assert broken.status == "no_answer" and broken.fallback and broken.answer is None
     failed = p.propose(buffer, 3)   # HTTP 500 twice (one retry): no answer
     assert failed.status == "no_answer" and failed.fallback and failed.answer is None
     for proposal in (garbage, broken, failed):
         assert all(-6 <= v <= 6 for v in proposal.params)
-    assert p.counts == {"unparsable": 2, "no_answer": 1}
+    assert p.counts == {"unparsable": 1, "no_answer": 2}
     m = p.client.metrics()
-    assert (m["parse_errors"], m["api_errors"]) == (2, 1)
+    assert (m["parse_errors"], m["api_errors"]) == (1, 2)
 
 
 def test_completions_prompt_and_the_cache(server, tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ellm.lm.base import GoalSuggester, LMCounters, TextState
-from ellm.lm.cache import AnswerCache
+from ellm.lm.cache import AnswerCache, CacheError
 from ellm.lm.client import LMClient, LMConfigError, log_once
 from ellm.lm.config import (
     DEFAULT_MODEL,
@@ -32,10 +32,10 @@ from ellm.lm.oracle import ORACLE_GOALS, BaselineModel, SimpleOracle
 from ellm.lm.prompts import load_prompt
 
 __all__ = [
-    "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel",
+    "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel", "CacheError",
     "GPTLanguageModel", "GoalSuggester", "LMClient", "LMConfigError", "LMCounters", "LMSpec",
     "NonBlockingLanguageModel", "SimpleOracle", "TextState", "build_client", "build_suggester",
-    "parse_lm_spec", "redact_lm_spec",
+    "check_cache", "parse_lm_spec", "redact_lm_spec",
 ]
 
 log = logging.getLogger("ellm.lm")
@@ -51,16 +51,34 @@ def _spec_with(lm_spec: Mapping[str, Any], cache_dir: str | Path | None,
     return spec
 
 
+def _cache_of(spec: LMSpec) -> AnswerCache | None:
+    """The answer cache of ``spec``, opened (None for dummy answers, which are not cached)."""
+    if spec.dummy_lm:
+        return None
+    return AnswerCache(spec.cache_dir or default_cache_dir()).open()
+
+
+def check_cache(lm_spec: Mapping[str, Any] | LMSpec) -> None:
+    """Open the answer cache a client of ``lm_spec`` would use, so that one that cannot be
+    used (a corrupt file, a directory that cannot be written, a ``cache_dir`` that is a file)
+    stops a run before it starts: :class:`CacheError` names the file and the fix."""
+    spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
+    cache = _cache_of(spec)
+    if cache is not None:
+        cache.close()
+
+
 def build_client(lm_spec: Mapping[str, Any], *, cache_dir: str | Path | None = None,
                  base_url: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> LMClient:
     """The cached, budgeted API client of ``lm_spec`` (also used for Housekeep's yes/no
-    queries). ``cache_dir`` / ``base_url`` arguments, when given, override the spec's keys."""
+    queries). ``cache_dir`` / ``base_url`` arguments, when given, override the spec's keys.
+    Raises ValueError on an invalid key, :class:`CacheError` on a cache that cannot be used."""
     spec = _spec_with(lm_spec, cache_dir, base_url)
     if lm_spec.get("openai_key"):
         log.warning("env_spec.lm_spec.openai_key is deprecated: it lands in Hydra's saved "
                     "overrides; export OPENAI_API_KEY instead")
-    cache = None if spec.dummy_lm else AnswerCache(spec.cache_dir or default_cache_dir())
+    cache = _cache_of(spec)
     return LMClient(spec, api_key=resolve_api_key(lm_spec, spec.base_url), cache=cache,
                     sleep=sleep)
 

@@ -1,13 +1,16 @@
 """Persistent LM answer cache: one SQLite file shared by every run and process of a sweep.
 
-Key = sha256 of (endpoint kind, model, prompt, sampling parameters) in canonical JSON. The first
+Key = sha256 of (scope, endpoint kind, model, prompt, sampling parameters) in canonical JSON; the
+scope is the endpoint that answered (``api_url``) or, opted into, :data:`ANY_ENDPOINT`. The first
 answer stored for a key is kept forever (ELLM.md §3: the LM is a deterministic function of the
-prompt), including malformed answers, so a bad answer is never re-queried.
+prompt), including a well-formed answer that gave no goal ("malformed"), so it is never
+re-queried; the client never stores an answer that breaks the protocol (ellm.lm.answers).
 
 Safety: WAL journal + busy timeout let several processes read and write at once; each write is
 one transaction, so a crash leaves either the whole entry or none. Within a process, the
 threads of the non-blocking mode share one connection under a lock. WAL needs a local file system
-(not NFS): put ``cache_dir`` on local disk on clusters.
+(not NFS): put ``cache_dir`` on local disk on clusters. A cache that cannot be opened raises
+:class:`CacheError` naming the file and the fix (``open`` checks it before a run starts).
 """
 
 from __future__ import annotations
@@ -22,10 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ellm.errors import ConfigError
+
 CACHE_FILE: Final = "lm_cache.sqlite3"
-SCHEMA_VERSION: Final = 1
+# 2: the ``scope`` column (the endpoint of an answer). Rows of version 1 keep scope '' and keys
+# that no client computes any more: they are never served.
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 60.0
 STATUSES: Final = ("ok", "malformed")
+ANY_ENDPOINT: Final = "*"  # the scope of answers shared by every endpoint (cache_scope=model)
+WHERE: Final = "env_spec.lm_spec.cache_dir (or $ELLM_CACHE_DIR)"
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS answers (
@@ -40,11 +49,16 @@ _SCHEMA: Final = (
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     source TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    scope TEXT NOT NULL DEFAULT ''
 )""",
     "CREATE INDEX IF NOT EXISTS answers_model ON answers (model)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
+
+
+class CacheError(ConfigError):
+    """The answer cache cannot be used; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +89,12 @@ def sampling_params(*, max_tokens: int, temperature: float, stop: Any = None,
     return params
 
 
-def make_key(kind: str, model: str, prompt: Any, params: dict[str, Any]) -> str:
-    """Stable hex key of a request (independent of dict order and hash seed)."""
-    blob = json.dumps([kind, model, prompt, params], sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+def make_key(kind: str, model: str, prompt: Any, params: dict[str, Any], *, scope: str) -> str:
+    """Stable hex key of a request to ``model`` at ``scope`` (independent of dict order and hash
+    seed). Text that is not valid UTF-8 (lone surrogates) keys as its surrogates' code points."""
+    blob = json.dumps([scope, kind, model, prompt, params], sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class AnswerCache:
@@ -97,29 +112,40 @@ class AnswerCache:
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.path)!r})"
 
+    def open(self) -> AnswerCache:
+        """Open the cache now (creating it, upgrading an older one): a cache that cannot be
+        read and written raises :class:`CacheError` here, before a run starts, not mid-run."""
+        with self._lock:
+            self._connection()
+        return self
+
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross fork(): reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # Two processes opening a new cache at once: switching it to WAL can answer
-            # "database is locked" at once, without SQLite's busy handler; retry until the
-            # busy timeout, as any other lock wait.
-            deadline = time.monotonic() + BUSY_TIMEOUT_S
-            while True:
-                try:
-                    conn = self._open()
-                    break
-                except sqlite3.OperationalError as err:
-                    if "locked" not in str(err) or time.monotonic() > deadline:
-                        raise RuntimeError(f"cannot open the LM cache {self.path}: {err}") from err
-                    time.sleep(0.05)
-                except sqlite3.Error as err:
-                    raise RuntimeError(f"cannot open the LM cache {self.path}: {err}") from err
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                conn = self._open_waiting()
+            except (OSError, sqlite3.Error) as err:
+                raise CacheError(self._unusable(err)) from None
             self._conn, self._pid, self._memo = conn, os.getpid(), {}
         return self._conn
 
+    def _open_waiting(self) -> sqlite3.Connection:
+        # Two processes opening a new cache at once: switching it to WAL can answer "database
+        # is locked" at once, without SQLite's busy handler; retry until the busy timeout, as
+        # any other lock wait.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._open()
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def _open(self) -> sqlite3.Connection:
-        """A connection in WAL mode with the schema in place (closed again if that fails)."""
+        """A connection in WAL mode with the schema in place (closed again if that fails). It
+        writes the schema version each time: a cache that cannot be written fails here."""
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
         try:
@@ -129,63 +155,104 @@ class AnswerCache:
             with _transaction(conn):
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                             (str(SCHEMA_VERSION),))
+                self._upgrade(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        version = int(row[0]) if row is not None and str(row[0]).isdigit() else SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise CacheError(f"the LM answer cache {self.path} has schema version {version}, "
+                             f"newer than this ellm's ({SCHEMA_VERSION}): upgrade ellm, or set "
+                             f"{WHERE} to another directory")
+        if "scope" not in {column[1] for column in conn.execute("PRAGMA table_info(answers)")}:
+            conn.execute("ALTER TABLE answers ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                     (str(SCHEMA_VERSION),))
+
+    def _unusable(self, err: Exception) -> str:
+        """Why the cache cannot be used, and what to do about it."""
+        blocker = _file_in_the_way(self.directory)
+        if blocker is not None:
+            why = (f"{blocker} is a file, not a directory; set {WHERE} to a directory "
+                   "(or move the file away)")
+        elif isinstance(err, sqlite3.DatabaseError) and not isinstance(
+                err, sqlite3.OperationalError):
+            why = (f"it is not a sound SQLite file ({err}); move it away or delete it, with "
+                   "its -wal and -shm files, when no run is using it (a new, empty cache is "
+                   f"made in its place), or set {WHERE} to another directory")
+        else:
+            why = (f"it cannot be created or written ({err}); make {self.directory} writable "
+                   f"or set {WHERE} to a writable directory")
+        return f"the LM answer cache {self.path} cannot be used: {why}"
 
     def get(self, key: str) -> CachedAnswer | None:
         """The stored answer for ``key`` or None."""
         with self._lock:
             if key in self._memo:
                 return self._memo[key]
-            row = self._connection().execute(
+            rows = self._query(
                 "SELECT status, text, payload, prompt_tokens, completion_tokens, source "
-                "FROM answers WHERE key = ?", (key,)).fetchone()
-            if row is None:
+                "FROM answers WHERE key = ?", (key,))
+            if not rows:
                 return None
+            row = rows[0]
             answer = CachedAnswer(row[0], row[1], json.loads(row[2]) if row[2] else None,
                                   row[3], row[4], row[5])
             self._memo[key] = answer
             return answer
 
     def put(self, key: str, *, kind: str, model: str, prompt: Any, params: dict[str, Any],
-            answer: CachedAnswer) -> CachedAnswer:
+            answer: CachedAnswer, scope: str) -> CachedAnswer:
         """Store ``answer`` unless the key is taken; return the answer that is stored."""
         with self._lock:
-            conn = self._connection()
-            with _transaction(conn):
-                conn.execute(_INSERT, _row(key, kind, model, prompt, params, answer))
+            self._write(_INSERT, [_row(key, kind, model, prompt, params, answer, scope)])
             self._memo.pop(key, None)
             stored = self.get(key)
         if stored is None:
-            raise RuntimeError(f"LM cache entry {key} missing right after insert in {self.path}")
+            raise CacheError(f"LM cache entry {key} missing right after insert in {self.path}")
         return stored
 
-    def put_many(self, rows: list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer]]
+    def put_many(self, rows: list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer, str]]
                  ) -> int:
-        """Insert (key, kind, model, prompt, params, answer) rows in one transaction; return
-        how many were new."""
+        """Insert (key, kind, model, prompt, params, answer, scope) rows in one transaction;
+        return how many were new."""
         with self._lock:
-            conn = self._connection()
-            with _transaction(conn):
-                before = conn.total_changes
-                conn.executemany(_INSERT, [_row(*row) for row in rows])
-                new = conn.total_changes - before
+            new = self._write(_INSERT, [_row(*row) for row in rows])
             self._memo.clear()
         return new
 
-    def has_model(self, model: str) -> bool:
-        """True when at least one answer of ``model`` is stored."""
-        with self._lock:
-            return self._connection().execute(
-                "SELECT 1 FROM answers WHERE model = ? LIMIT 1", (model,)).fetchone() is not None
+    def has_model(self, model: str, scope: str) -> bool:
+        """True when at least one answer of ``model`` at ``scope`` is stored."""
+        return bool(self._query("SELECT 1 FROM answers WHERE model = ? AND scope = ? LIMIT 1",
+                                (model, scope)))
 
     def __len__(self) -> int:
+        return self._query("SELECT COUNT(*) FROM answers")[0][0]
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+            try:
+                return self._connection().execute(sql, args).fetchall()
+            except sqlite3.Error as err:
+                raise CacheError(f"reading the LM answer cache {self.path} failed: {err}"
+                                 ) from err
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+        """Run ``sql`` on each row in one transaction; the number of rows changed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _transaction(conn):
+                    before = conn.total_changes
+                    conn.executemany(sql, rows)
+                    return conn.total_changes - before
+            except sqlite3.Error as err:
+                raise CacheError(f"writing to the LM answer cache {self.path} failed: {err}"
+                                 ) from err
 
     def close(self) -> None:
         with self._lock:
@@ -194,15 +261,30 @@ class AnswerCache:
             self._conn, self._memo = None, {}
 
 
-_INSERT: Final = "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT: Final = (
+    "INSERT OR IGNORE INTO answers (key, kind, model, prompt, params, status, text, payload, "
+    "prompt_tokens, completion_tokens, source, created, scope) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def _row(key: str, kind: str, model: str, prompt: Any, params: dict[str, Any],
-         answer: CachedAnswer) -> tuple[Any, ...]:
+         answer: CachedAnswer, scope: str) -> tuple[Any, ...]:
+    # ASCII JSON: a prompt with lone surrogates is stored as \ud800 escapes and reads back.
     payload = json.dumps(answer.payload) if answer.payload is not None else None
-    return (key, kind, model, json.dumps(prompt, ensure_ascii=False),
-            json.dumps(params, sort_keys=True), answer.status, answer.text, payload,
-            answer.prompt_tokens, answer.completion_tokens, answer.source, time.time())
+    return (key, kind, model, json.dumps(prompt), json.dumps(params, sort_keys=True),
+            answer.status, answer.text, payload, answer.prompt_tokens,
+            answer.completion_tokens, answer.source, time.time(), scope)
+
+
+def _file_in_the_way(directory: Path) -> Path | None:
+    """The file standing where ``directory`` or one of its parents should be, if any."""
+    for path in (directory, *directory.parents):
+        try:
+            if path.exists():
+                return None if path.is_dir() else path
+        except OSError:  # unreadable: not a file in the way that we can name
+            return None
+    return None
 
 
 class _transaction:

@@ -9,17 +9,34 @@ cache or a config.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
+from ellm.lm.answers import (
+    InvalidAnswer,
+    failure,
+    prompt_token_bound,
+    read_answer,
+    retry_after,
+    sendable,
+    served_models,
+    yes_probability_from,
+)
 from ellm.lm.base import LMCounters
-from ellm.lm.cache import AnswerCache, CachedAnswer, make_key, sampling_params
-from ellm.lm.config import LMSpec
+from ellm.lm.budget import ledger_for
+from ellm.lm.cache import (
+    ANY_ENDPOINT,
+    AnswerCache,
+    CachedAnswer,
+    CacheError,
+    make_key,
+    sampling_params,
+)
+from ellm.lm.config import LMSpec, api_url
 from ellm.lm.pricing import RETIRED_MODELS, cost, is_openai_endpoint, resolve_price
 
 if TYPE_CHECKING:  # the openai package takes seconds to import: only when a client is made
@@ -45,7 +62,6 @@ def log_once(level: int, message: str, *args: Any) -> None:
 
 DUMMY_ANSWER: Final = "- chop tree\n- drink water\n- attack cow\n- place crafting table\n"
 DUMMY_YES_PROBABILITY: Final = 1.0
-MISSING_LOGPROB: Final = -100.0
 TOP_LOGPROBS: Final = 5
 LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"  # local servers ignore the key
 RETRYABLE_STATUS: Final = (408, 409, 429)
@@ -55,30 +71,6 @@ Prompt = str | list[dict[str, str]]
 
 class LMConfigError(RuntimeError):
     """The API refused the configuration itself (bad key, no access, unknown model)."""
-
-
-@dataclass
-class BudgetLedger:
-    """Dollars spent by every client of this process on one endpoint (see :func:`ledger_for`)."""
-
-    dollars: float = 0.0
-    warned: bool = False
-
-
-_LEDGERS: dict[str, BudgetLedger] = {}
-_LEDGERS_LOCK = threading.Lock()
-
-
-def ledger_for(base_url: str | None) -> BudgetLedger:
-    """The process-wide ledger of ``base_url`` (None = OpenAI's API).
-
-    A training run builds several clients (the training and the evaluation suggesters, the
-    Housekeep yes/no client); they all draw on one budget, so a run never spends more than
-    ``budget`` on an endpoint and warns once when it is spent.
-    """
-    key = (base_url or "openai").rstrip("/")
-    with _LEDGERS_LOCK:
-        return _LEDGERS.setdefault(key, BudgetLedger())
 
 
 class LMClient:
@@ -93,6 +85,8 @@ class LMClient:
         self.cache_only = spec.cache_only
         self._sleep = sleep
         self.ledger = ledger_for(spec.base_url)
+        # Whose answers this client's cache entries are (docs/lm.md, "The answer cache").
+        self.scope = ANY_ENDPOINT if spec.cache_scope == "model" else api_url(spec.base_url)
         self._rng = random.Random(0)
         self._secret = api_key or ""
         self._check_retired_model()
@@ -114,7 +108,7 @@ class LMClient:
 
     def __repr__(self) -> str:
         return (f"LMClient(model={self.spec.lm!r}, endpoint={self.spec.endpoint!r}, "
-                f"base_url={self.spec.base_url!r}, cache={self.cache!r}, "
+                f"base_url={self.spec.base_url!r}, scope={self.scope!r}, cache={self.cache!r}, "
                 f"cache_only={self.cache_only}, dummy={self.spec.dummy_lm})")
 
     def metrics(self) -> dict[str, float]:
@@ -128,11 +122,12 @@ class LMClient:
     def complete(self, prompt: Prompt) -> str | None:
         """The model's answer text to ``prompt`` (a string for the completions endpoint, chat
         messages for the chat endpoint); None when no answer could be had (error, budget,
-        cache-only miss). Malformed (empty) answers come back as ""."""
+        cache-only miss, an answer that breaks the protocol). An empty answer comes back as
+        ""."""
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_ANSWER
-        answer = self._answer(prompt, self.text_params(), self._extract_text)
+        answer = self._answer(prompt, self.text_params())
         return None if answer is None else answer.text
 
     def yes_probability(self, prompt: str) -> float | None:
@@ -147,7 +142,7 @@ class LMClient:
         request: Prompt = [{"role": "user", "content": prompt}] if chat else prompt
         params = sampling_params(max_tokens=1, temperature=self.spec.temperature,
                                  logprobs=TOP_LOGPROBS)
-        answer = self._answer(request, params, self._extract_logprobs)
+        answer = self._answer(request, params)
         if answer is None:
             return None
         if answer.status != "ok":
@@ -164,13 +159,12 @@ class LMClient:
     # ---- cache, budget, retries -----------------------------------------------------------
     # The steps of a query, also used one by one by the non-blocking mode (nonblocking.py):
     # request_key -> lookup -> may_send -> fetch.
-    def _answer(self, prompt: Prompt, params: dict[str, Any],
-                extract: Callable[[Any], CachedAnswer]) -> CachedAnswer | None:
+    def _answer(self, prompt: Prompt, params: dict[str, Any]) -> CachedAnswer | None:
         key = self.request_key(prompt, params)
         cached = self.lookup(key)
         if cached is not None or self.cache_only or not self.may_send():
             return cached
-        return self.fetch(key, prompt, params, extract)
+        return self.fetch(key, prompt, params)
 
     def text_params(self) -> dict[str, Any]:
         """Sampling parameters of a goal (text) query."""
@@ -178,13 +172,19 @@ class LMClient:
                                temperature=self.spec.temperature, stop=self.spec.stop)
 
     def request_key(self, prompt: Prompt, params: dict[str, Any]) -> str:
-        """The cache key of ``prompt`` asked with ``params`` of this client's model."""
-        return make_key(self.spec.endpoint, self.spec.lm, prompt, params)
+        """The cache key of ``prompt`` asked with ``params`` of this client's model (and
+        endpoint, unless ``cache_scope=model``)."""
+        return make_key(self.spec.endpoint, self.spec.lm, prompt, params, scope=self.scope)
 
     def lookup(self, key: str) -> CachedAnswer | None:
         """The cached answer of ``key`` (a cache hit) or None (a cache miss in cache-only
         mode)."""
-        cached = self.cache.get(key) if self.cache is not None else None
+        cached = None
+        if self.cache is not None:
+            try:
+                cached = self.cache.get(key)
+            except CacheError as err:  # broken mid-run (the file was checked at start-up)
+                log_once(logging.WARNING, "%s: answering as if it were not cached", err)
         if cached is not None:
             self.count(cache_hits=1)
         elif self.cache_only:
@@ -205,20 +205,32 @@ class LMClient:
         return False
 
     def fetch(self, key: str, prompt: Prompt, params: dict[str, Any],
-              extract: Callable[[Any], CachedAnswer] | None = None,
               stop: threading.Event | None = None) -> CachedAnswer | None:
-        """Ask the API (see :meth:`_call_with_retries`), count the usage and store the answer
-        (text unless ``extract`` says otherwise) under ``key``, the key of this very prompt;
-        None when no answer could be had."""
-        response = self._call_with_retries(prompt, params, stop)
-        if response is None:
+        """Ask the API (see :meth:`_call_with_retries`), charge the usage and store the answer
+        (text, or top logprobs when ``params`` ask for them) under ``key``, the key of this very
+        prompt; None when no answer could be had. An answer that breaks the protocol is charged
+        the most it could have cost, counted as an API error and not stored."""
+        body = self._call_with_retries(prompt, params, stop)
+        if body is None:
             return None
-        answer = (extract or self._extract_text)(response)
-        self._count_usage(answer)
+        try:
+            answer = read_answer(body, chat=self.spec.endpoint == "chat",
+                                 logprobs="logprobs" in params, max_tokens=params["max_tokens"],
+                                 prompt_bound=prompt_token_bound(prompt))
+        except InvalidAnswer as bad:
+            self._charge(bad.prompt_tokens, bad.completion_tokens)
+            self._error(f"the answer of {api_url(self.spec.base_url)} breaks the OpenAI "
+                        f"protocol, so it is neither used nor cached: {bad}")
+            return None
+        self._charge(answer.prompt_tokens, answer.completion_tokens)
         if self.cache is None:
             return answer
-        return self.cache.put(key, kind=self.spec.endpoint, model=self.spec.lm, prompt=prompt,
-                              params=params, answer=answer)
+        try:
+            return self.cache.put(key, kind=self.spec.endpoint, model=self.spec.lm,
+                                  prompt=prompt, params=params, answer=answer, scope=self.scope)
+        except CacheError as err:  # broken mid-run (the file was checked at start-up)
+            log_once(logging.WARNING, "%s: answers are used but not cached", err)
+            return answer
 
     def count(self, **increments: float) -> None:
         """Add to the named counters (thread-safe)."""
@@ -227,7 +239,7 @@ class LMClient:
                 setattr(self.counters, name, getattr(self.counters, name) + value)
 
     def _call_with_retries(self, prompt: Prompt, params: dict[str, Any],
-                           stop: threading.Event | None = None) -> Any | None:
+                           stop: threading.Event | None = None) -> bytes | None:
         """One request with up to ``max_retries`` retries on 408/409/429/5xx, timeouts and
         connection errors (exponential backoff, Retry-After honoured, both capped at
         ``max_backoff``). None when it still fails; 401/403/404 raise LMConfigError. Once
@@ -262,17 +274,18 @@ class LMClient:
                     self._sleep(self._delay(attempt, error))
                 else:
                     stop.wait(self._delay(attempt, error))
-        self._error(f"giving up after {attempts} attempt(s): {type(error).__name__}: {error}")
+        self._error(f"giving up after {attempts} attempt(s): {failure(error)}")
         return None
 
     def _delay(self, attempt: int, error: Exception) -> float:
         delay = self.spec.backoff * 2 ** attempt * (0.5 + 0.5 * self._rng.random())
         response = getattr(error, "response", None)
         if response is not None:
-            delay = max(delay, _retry_after(response.headers))
+            delay = max(delay, retry_after(response.headers))
         return min(delay, self.spec.max_backoff)
 
-    def _request(self, prompt: Prompt, params: dict[str, Any]) -> Any:
+    def _request(self, prompt: Prompt, params: dict[str, Any]) -> bytes:
+        """The body of a successful (2xx) answer, unread: :func:`read_answer` checks it."""
         if self._openai is None:
             raise RuntimeError("LMClient: API request attempted in offline mode")
         kwargs: dict[str, Any] = {"model": self.spec.lm, "max_tokens": params["max_tokens"],
@@ -282,17 +295,19 @@ class LMClient:
         if self.spec.endpoint == "chat":
             if "logprobs" in params:
                 kwargs.update(logprobs=True, top_logprobs=params["logprobs"])
-            return self._openai.chat.completions.create(messages=prompt, **kwargs)
+            return self._openai.chat.completions.with_raw_response.create(
+                messages=sendable(prompt), **kwargs).content
         if "logprobs" in params:
             kwargs["logprobs"] = params["logprobs"]
-        return self._openai.completions.create(prompt=prompt, **kwargs)
+        return self._openai.completions.with_raw_response.create(
+            prompt=sendable(prompt), **kwargs).content
 
-    def _count_usage(self, answer: CachedAnswer) -> None:
-        dollars = cost(self.price, answer.prompt_tokens, answer.completion_tokens)
-        self.count(prompt_tokens=answer.prompt_tokens,
-                   completion_tokens=answer.completion_tokens, dollars=dollars)
-        with _LEDGERS_LOCK:
-            self.ledger.dollars += dollars
+    def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count checked token counts (finite, >= 0) and their price into the budget."""
+        dollars = cost(self.price, prompt_tokens, completion_tokens)
+        self.count(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                   dollars=dollars)
+        self.ledger.charge(dollars)
 
     def _error(self, message: str) -> None:
         with self._count_lock:
@@ -303,30 +318,6 @@ class LMClient:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
-
-    # ---- response parsing -----------------------------------------------------------------
-    def _extract_text(self, response: Any) -> CachedAnswer:
-        tokens = _usage(response)
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            return CachedAnswer("malformed", "", None, *tokens)
-        choice = choices[0]
-        message = getattr(choice, "message", None)
-        text = message.content if message is not None else getattr(choice, "text", None)
-        status = "ok" if text and text.strip() else "malformed"
-        return CachedAnswer(status, text or "", None, *tokens)
-
-    def _extract_logprobs(self, response: Any) -> CachedAnswer:
-        tokens = _usage(response)
-        try:
-            logprobs = response.choices[0].logprobs
-            if self.spec.endpoint == "chat":
-                top = {t.token: t.logprob for t in logprobs.content[0].top_logprobs}
-            else:
-                top = dict(logprobs.top_logprobs[0])
-        except (AttributeError, IndexError, TypeError):
-            return CachedAnswer("malformed", "", None, *tokens)
-        return CachedAnswer("ok", "", {"top_logprobs": top}, *tokens)
 
     # ---- set-up ---------------------------------------------------------------------------
     def _adopt_served_model(self) -> None:
@@ -340,8 +331,8 @@ class LMClient:
 
         spec = self.spec
         try:
-            served = [model.id for model in self._openai.models.list()]
-        except openai.OpenAIError as err:
+            served = served_models(self._openai.models.with_raw_response.list().content)
+        except (openai.OpenAIError, InvalidAnswer) as err:
             log.warning("could not list the models served at %s (%s): asking for %r as "
                         "configured", spec.base_url, self._scrub(str(err)), spec.lm)
             served = []
@@ -366,7 +357,7 @@ class LMClient:
             return
         if not is_openai_endpoint(spec.base_url):
             return  # a server of its own may serve any name: see _adopt_served_model
-        if self.cache is not None and self.cache.has_model(spec.lm):
+        if self.cache is not None and self.cache.has_model(spec.lm, self.scope):
             log.warning("%s is retired by OpenAI: replaying its cached answers only "
                         "(cache_only=true); states not in the cache get no goals", spec.lm)
             self.cache_only = True
@@ -395,38 +386,3 @@ class LMClient:
             org = None
         return openai.OpenAI(api_key=api_key, organization=org, base_url=spec.base_url,
                              timeout=spec.timeout, max_retries=0)
-
-
-def yes_probability_from(payload: dict[str, Any]) -> float:
-    """Renormalised P(yes) from ``{"top_logprobs": {token: logprob}}``."""
-    top: dict[str, float] = payload["top_logprobs"]
-
-    def logprob(word: str) -> float:
-        values = [lp for tok, lp in top.items() if tok.strip().lower() == word]
-        if not values:
-            return MISSING_LOGPROB
-        peak = max(values)
-        return peak + math.log(sum(math.exp(v - peak) for v in values))
-
-    yes, no = logprob("yes"), logprob("no")
-    peak = max(yes, no)
-    return math.exp(yes - peak) / (math.exp(yes - peak) + math.exp(no - peak))
-
-
-def _usage(response: Any) -> tuple[int, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return 0, 0
-    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
-
-
-def _retry_after(headers: Any) -> float:
-    """Seconds from Retry-After-Ms / Retry-After (0 when absent or not a number)."""
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return 0.0

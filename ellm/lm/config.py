@@ -7,11 +7,13 @@ ever handed to the OpenAI client, so a spec can be printed, logged or saved safe
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ellm.lm.pricing import is_openai_endpoint
 
@@ -24,6 +26,10 @@ LM_CLASS_ALIASES: Final = {
     "BaselineLM": "BaselineModel",  # the original's name of Housekeep's Novelty baseline
 }
 ENDPOINTS: Final = ("chat", "completions")
+# Whose answers a cached answer may stand for: the same model at the same endpoint (base_url),
+# or, opted into, the same model served anywhere (replicas of one model behind several URLs).
+CACHE_SCOPES: Final = ("endpoint", "model")
+OPENAI_API_URL: Final = "https://api.openai.com/v1"  # the openai client's default base_url
 SECRET_KEYS: Final = ("openai_key",)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 PREFIX: Final = "env_spec.lm_spec"
@@ -58,6 +64,7 @@ class LMSpec:
     strict_parsing: bool = False  # the original's parser: every line must start with "-"
     blocking: bool = True  # False: a cache miss gets fallback goals while its request runs
     max_in_flight: int = 4  # non-blocking mode: requests one suggester has in flight at most
+    cache_scope: str = "endpoint"  # one of CACHE_SCOPES
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -96,6 +103,22 @@ def _optional_str(name: str, value: Any) -> str | None:
     if not isinstance(value, str):
         raise ValueError(  # noqa: TRY004 - every bad config value is a ValueError
             f"{PREFIX}.{name} must be a string or null, got {value!r}")
+    return _unicode(name, value)
+
+
+def _unicode(name: str, value: str) -> str:
+    """``value`` unless it holds lone surrogates (undecodable bytes of a command line), which
+    no request, log or cache row could carry."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{PREFIX}.{name} must be valid UTF-8 text, got {value!r}") from None
+    return value
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{PREFIX}.{name} must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
@@ -122,8 +145,8 @@ def _price(value: Any) -> tuple[float, float] | None:
     except (TypeError, ValueError):
         raise ValueError(f"{PREFIX}.price must be [input $/1M tokens, output $/1M tokens], "
                          f"got {value!r}") from None
-    if price_in < 0 or price_out < 0:
-        raise ValueError(f"{PREFIX}.price must be non-negative, got {value!r}")
+    if not (0 <= price_in < math.inf and 0 <= price_out < math.inf):
+        raise ValueError(f"{PREFIX}.price must be non-negative finite numbers, got {value!r}")
     return price_in, price_out
 
 
@@ -142,10 +165,6 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
                          f"{', '.join(sorted(known))}")
     d = LMSpec()
     get = raw.get
-    endpoint = get("endpoint", d.endpoint)
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"{PREFIX}.endpoint must be one of {', '.join(ENDPOINTS)}, "
-                         f"got {endpoint!r}")
     model = get("lm", d.lm)
     if not isinstance(model, str) or not model.strip():
         raise ValueError(f"{PREFIX}.lm must be a model name, got {model!r}")
@@ -154,7 +173,7 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         raise ValueError(f"{PREFIX}.prob_threshold must be in [0, 1], got {threshold}")
     return LMSpec(
         lm_class=canonical_lm_class(get("lm_class", d.lm_class)),
-        lm=model.strip(),
+        lm=_unicode("lm", model.strip()),
         prompt=str(get("prompt", d.prompt)),
         prompt_file=_optional_str("prompt_file", get("prompt_file")),
         temperature=_number("temperature", get("temperature", d.temperature)),
@@ -167,7 +186,7 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         prob_threshold=threshold,
         novelty_bonus=_bool("novelty_bonus", get("novelty_bonus", d.novelty_bonus)),
         base_url=_optional_str("base_url", get("base_url")),
-        endpoint=endpoint,
+        endpoint=_choice("endpoint", get("endpoint", d.endpoint), ENDPOINTS),
         timeout=_number("timeout", get("timeout", d.timeout), minimum=0.001),
         max_retries=_number("max_retries", get("max_retries", d.max_retries), integer=True),
         backoff=_number("backoff", get("backoff", d.backoff)),
@@ -179,6 +198,7 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         blocking=_bool("blocking", get("blocking", d.blocking)),
         max_in_flight=_number("max_in_flight", get("max_in_flight", d.max_in_flight),
                               minimum=1, integer=True),
+        cache_scope=_choice("cache_scope", get("cache_scope", d.cache_scope), CACHE_SCOPES),
     )
 
 
@@ -205,6 +225,26 @@ def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
 def redact_lm_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of an ``lm_spec`` mapping with secret entries removed (for saved configs)."""
     return {k: v for k, v in dict(raw).items() if k not in SECRET_KEYS}
+
+
+def api_url(base_url: str | None) -> str:
+    """The address answers come from, spelled one way: ``base_url`` (None: ``$OPENAI_BASE_URL``,
+    else OpenAI's API, as the openai client does) with scheme and host lower-case, a default
+    port, user name, password, query and trailing slash dropped. It names the endpoint in cache
+    keys and budget ledgers (and is stored in the cache, hence no credentials)."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:  # an unparsable port: keep the text, it still names one endpoint
+        return url.strip().rstrip("/")
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    scheme = parts.scheme.lower()
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    return f"{scheme}://{host}{parts.path.rstrip('/')}"
 
 
 def default_cache_dir() -> Path:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ellm.lm.cache import AnswerCache, CachedAnswer, make_key, sampling_params
-from ellm.lm.config import default_cache_dir
+from ellm.lm.cache import AnswerCache, CachedAnswer, CacheError, make_key, sampling_params
+from ellm.lm.config import OPENAI_API_URL, default_cache_dir
 
 ALLOWED_GLOBALS = {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
                                                     "str", "int", "float", "bool", "bytes")}
@@ -48,8 +48,9 @@ def load_original(path: Path) -> dict[Any, Any]:
 
 
 def convert(data: dict[Any, Any], source: str
-            ) -> tuple[list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer]], int]:
-    """Rows for :meth:`AnswerCache.put_many` and the number of entries skipped as unreadable."""
+            ) -> tuple[list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer, str]], int]:
+    """Rows for :meth:`AnswerCache.put_many` and the number of entries skipped as unreadable.
+    The answers are OpenAI's: they are stored as answers of OpenAI's API."""
     rows, skipped = [], 0
     for key, text in data.items():
         if not (isinstance(key, tuple) and len(key) == 5 and isinstance(text, str)):
@@ -63,8 +64,9 @@ def convert(data: dict[Any, Any], source: str
             continue
         status = "ok" if text.strip() else "malformed"
         answer = CachedAnswer(status, text, source=source)
-        rows.append((make_key("completions", str(engine), prompt, params), "completions",
-                     str(engine), prompt, params, answer))
+        cache_key = make_key("completions", str(engine), prompt, params, scope=OPENAI_API_URL)
+        rows.append((cache_key, "completions", str(engine), prompt, params, answer,
+                     OPENAI_API_URL))
     return rows, skipped
 
 
@@ -86,7 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows, skipped = convert(data, f"import:{args.pickle.name}")
     cache = AnswerCache(args.cache_dir or default_cache_dir())
-    new = cache.put_many(rows)
+    try:
+        new = cache.put_many(rows)
+    except CacheError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     engines = sorted({row[2] for row in rows})
     print(f"imported {new} new entries ({len(rows) - new} already present, {skipped} skipped) "
           f"from {args.pickle} into {cache.path}; models: {', '.join(engines) or '-'}")

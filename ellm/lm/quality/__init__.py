@@ -77,11 +77,15 @@ def _own_args(argv: list[str]) -> tuple[int, Path, list[str]]:
     return states, out, overrides
 
 
-def compose_config(overrides: list[str]) -> tuple[DictConfig, Any]:
-    """``config.yaml`` with ``overrides``, validated as ``train.py`` does; (config, game)."""
+def compose_config(overrides: list[str], out: Path) -> tuple[DictConfig, Any]:
+    """``config.yaml`` with ``overrides`` and the answer cache in ``out/lm_cache`` unless one is
+    configured, validated as ``train.py`` does (which opens that cache); (config, game)."""
     try:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             cfg = compose("config", overrides=overrides)
+        if not cfg.env_spec.lm_spec.cache_dir:
+            cfg = OmegaConf.merge(
+                cfg, {"env_spec": {"lm_spec": {"cache_dir": str(out / "lm_cache")}}})
         return cfg, validate(cfg)
     except (HydraException, CheckpointError) as err:
         raise ValueError(str(err)) from err
@@ -90,10 +94,9 @@ def compose_config(overrides: list[str]) -> tuple[DictConfig, Any]:
 def prepare(overrides: list[str], out: Path) -> tuple[DictConfig, Any, Any]:
     """(config, game, suggester) of ``overrides``; the suggester is built as training builds
     it, with the answer cache in ``out/lm_cache`` unless one is configured. Raises ValueError
-    (a bad key or value) or LMConfigError (the endpoint refused the configuration)."""
-    cfg, game = compose_config(overrides)
-    if not cfg.env_spec.lm_spec.cache_dir:
-        cfg = OmegaConf.merge(cfg, {"env_spec": {"lm_spec": {"cache_dir": str(out / "lm_cache")}}})
+    (a bad key or value, a cache that cannot be used) or LMConfigError (the endpoint refused
+    the configuration)."""
+    cfg, game = compose_config(overrides, out)
     goals, _ = game.goals(cfg, None, goal_reward=True)  # the goal source training asks
     return cfg, game, goals.suggester
 

@@ -1,0 +1,259 @@
+"""What an OpenAI-compatible server answered, checked before it is used, counted or cached.
+
+A server can answer anything with HTTP 200: a body that is not JSON, a ``content`` that is a
+number, token counts that are NaN, text, negative or 1e20, logprobs that are null or NaN.
+:func:`read_answer` makes a :class:`CachedAnswer` only of a body whose every part the client uses
+is well-formed; otherwise it raises :class:`InvalidAnswer`, saying what was wrong and how many
+tokens to charge: the valid reported counts where they exceed the bounds, else the bounds (the
+prompt's size, the request's ``max_tokens``), so that a lying server never lowers the budget
+spent (docs/lm.md, "Answers the client does not trust").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Final
+
+from ellm.lm.cache import CachedAnswer
+from ellm.lm.config import api_url
+
+MISSING_LOGPROB: Final = -100.0  # the logprob of a "Yes" or "No" token not in the top logprobs
+MAX_PROMPT_TOKENS: Final = 10_000_000  # more than any model reads: a larger count is a lie
+LOGPROB_SLACK: Final = 1e-3  # a log-softmax rounded by a server may land just above 0
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
+
+
+class InvalidAnswer(ValueError):
+    """An answer that breaks the protocol; charge ``prompt_tokens`` and ``completion_tokens``."""
+
+    def __init__(self, problem: str, prompt_tokens: int, completion_tokens: int) -> None:
+        super().__init__(problem)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+class _Bad(ValueError):
+    """One part of a body is not what the protocol says."""
+
+
+def read_answer(body: bytes, *, chat: bool, logprobs: bool, prompt_bound: int,
+                max_tokens: int) -> CachedAnswer:
+    """The answer in a chat or completions response ``body``: its text (status "malformed" when
+    empty), or with ``logprobs`` the first token's top logprobs (status "malformed" when the
+    server sent none). Token counts are the reported usage; when the server reports none, the
+    bounds. Raises :class:`InvalidAnswer` for anything else."""
+    tokens = (prompt_bound, max_tokens)
+    try:
+        data = _json_object(body)
+        tokens = _usage(data.get("usage"), max_tokens) or tokens
+        choice = _first_choice(data)
+        if logprobs:
+            top = _top_logprobs(choice, chat)
+            status, text, payload = ("malformed", "", None) if top is None else (
+                "ok", "", {"top_logprobs": top})
+        else:
+            text, payload = _text(choice, chat), None
+            status = "ok" if text.strip() else "malformed"
+    except _Bad as bad:
+        raise InvalidAnswer(str(bad), max(tokens[0], prompt_bound), max_tokens) from None
+    return CachedAnswer(status, text, payload, *tokens)
+
+
+def served_models(body: bytes) -> list[str]:
+    """The model names of a ``GET /models`` body; InvalidAnswer when it lists none readable."""
+    try:
+        data = _json_object(body).get("data")
+        if not isinstance(data, list):
+            raise _Bad(f"data is {_show(data)}, not a list")
+        names = [entry.get("id") for entry in data if isinstance(entry, dict)]
+        return [name for name in names if isinstance(name, str) and name and _is_text(name)]
+    except _Bad as bad:
+        raise InvalidAnswer(str(bad), 0, 0) from None
+
+
+def prompt_token_bound(prompt: Any) -> int:
+    """At least the prompt's token count: the UTF-8 bytes of its JSON (a token holds at least
+    one byte in the byte-level tokenizers of GPT models; the JSON's keys and quotes stand for a
+    chat template's few tokens per message)."""
+    return len(json.dumps(prompt, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def sendable(prompt: Any) -> Any:
+    """``prompt`` with each lone surrogate (text that is not valid UTF-8, e.g. from undecodable
+    bytes) replaced by U+FFFD: no HTTP body can carry it. The cache key keeps the original."""
+    if isinstance(prompt, str):
+        return _SURROGATES.sub("\ufffd", prompt)
+    return [{k: sendable(v) if isinstance(v, str) else v for k, v in message.items()}
+            for message in prompt]
+
+
+def yes_probability_from(payload: dict[str, Any]) -> float:
+    """Renormalised P(yes) from ``{"top_logprobs": {token: logprob}}``."""
+    top: dict[str, float] = payload["top_logprobs"]
+
+    def logprob(word: str) -> float:
+        values = [lp for tok, lp in top.items() if tok.strip().lower() == word]
+        if not values:
+            return MISSING_LOGPROB
+        peak = max(values)
+        return peak + math.log(sum(math.exp(v - peak) for v in values))
+
+    yes, no = logprob("yes"), logprob("no")
+    peak = max(yes, no)
+    return math.exp(yes - peak) / (math.exp(yes - peak) + math.exp(no - peak))
+
+
+def retry_after(headers: Any) -> float:
+    """Seconds from Retry-After-Ms / Retry-After (0 when absent or not a number)."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return 0.0
+
+
+def failure(error: Exception) -> str:
+    """What went wrong with a request, naming its URL: a connection closed without an answer
+    (the server crashed or was killed mid-request) reads as such, not as "Connection error."."""
+    request = getattr(error, "request", None)
+    url = getattr(request, "url", None)
+    if url is None:
+        return f"{type(error).__name__}: {error}"
+    where = api_url(str(url))
+    causes = []
+    cause: BaseException | None = error
+    while cause is not None and len(causes) < 10:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    last = causes[-1]
+    names = {type(c).__name__ for c in causes}
+    if "ReadError" in names or any("disconnected" in str(c) for c in causes):
+        return f"the server at {where} closed the connection without answering ({last})"
+    if type(error).__name__ == "APITimeoutError":
+        return f"no answer from {where} in time ({last})"
+    if len(causes) > 1:
+        return f"{type(error).__name__} at {where}: {last}"
+    return f"{type(error).__name__} at {where}: {error}"
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        raise _Bad(f"the body is not JSON ({_show(body)}: {type(err).__name__})") from None
+    if not isinstance(data, dict):
+        raise _Bad(f"the body is {_show(data)}, not a JSON object")
+    return data
+
+
+def _usage(usage: Any, max_tokens: int) -> tuple[int, int] | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise _Bad(f"usage is {_show(usage)}, not an object")
+    return (_count(usage, "prompt_tokens", MAX_PROMPT_TOKENS),
+            _count(usage, "completion_tokens", max_tokens))
+
+
+def _count(usage: dict[str, Any], name: str, bound: int) -> int:
+    value = usage.get(name)
+    if isinstance(value, float) and value.is_integer():  # 7.0; never NaN or inf
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+        raise _Bad(f"usage.{name} is {_show(value)}, not a token count in [0, {bound}]")
+    return value
+
+
+def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _Bad(f"choices is {_show(choices)}, not a non-empty list")
+    if not isinstance(choices[0], dict):
+        raise _Bad(f"choices[0] is {_show(choices[0])}, not an object")
+    return choices[0]
+
+
+def _text(choice: dict[str, Any], chat: bool) -> str:
+    """The answer's text; "" for a null ``content`` (a well-formed answer with no text)."""
+    if chat:
+        message, where = choice.get("message"), "choices[0].message.content"
+        if not isinstance(message, dict):
+            raise _Bad(f"choices[0].message is {_show(message)}, not an object")
+        text = message.get("content")
+    else:
+        text, where = choice.get("text"), "choices[0].text"
+    if text is None:
+        return ""
+    if not isinstance(text, str) or not _is_text(text):
+        raise _Bad(f"{where} is {_show(text)}, not a valid string")
+    return text
+
+
+def _top_logprobs(choice: dict[str, Any], chat: bool) -> dict[str, float] | None:
+    """The first token's top logprobs; None when the server sent none (a well-formed answer of
+    a server that gives no logprobs)."""
+    logprobs = choice.get("logprobs")
+    if logprobs is None:
+        return None
+    if not isinstance(logprobs, dict):
+        raise _Bad(f"choices[0].logprobs is {_show(logprobs)}, not an object")
+    if chat:
+        tokens = _first(logprobs, "content")
+        if tokens is None:
+            return None
+        if not isinstance(tokens, dict):
+            raise _Bad(f"logprobs.content[0] is {_show(tokens)}, not an object")
+        entries = tokens.get("top_logprobs")
+        if entries is None:
+            return None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise _Bad(f"logprobs.content[0].top_logprobs is {_show(entries)}, not a list "
+                       "of objects")
+        pairs = [(entry.get("token"), entry.get("logprob")) for entry in entries]
+    else:
+        top = _first(logprobs, "top_logprobs")
+        if top is None:
+            return None
+        if not isinstance(top, dict):
+            raise _Bad(f"logprobs.top_logprobs[0] is {_show(top)}, not an object")
+        pairs = list(top.items())
+    return {_token(token): _logprob(token, value) for token, value in pairs}
+
+
+def _first(logprobs: dict[str, Any], name: str) -> Any:
+    """``logprobs[name][0]``; None when the list is null or empty."""
+    values = logprobs.get(name)
+    if values is None or values == []:
+        return None
+    if not isinstance(values, list):
+        raise _Bad(f"logprobs.{name} is {_show(values)}, not a list")
+    return values[0]
+
+
+def _token(token: Any) -> str:
+    if not isinstance(token, str):
+        raise _Bad(f"a top-logprob token is {_show(token)}, not a string")
+    return token
+
+
+def _logprob(token: str, value: Any) -> float:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not -math.inf < value <= LOGPROB_SLACK):
+        raise _Bad(f"the logprob of {token!r} is {_show(value)}, not a finite number <= 0")
+    return float(value)
+
+
+def _is_text(text: str) -> bool:
+    """True unless ``text`` holds lone surrogates (no tokenizer makes them; no file stores them)."""
+    return _SURROGATES.search(text) is None
+
+
+def _show(value: Any) -> str:
+    """A short repr: a lying server's megabyte must not fill the log."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,40 @@
+"""The budget ledgers of a process: dollars spent per endpoint, which only ever go up."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+from ellm.lm.config import api_url
+
+
+@dataclass
+class BudgetLedger:
+    """Dollars spent by every client of this process on one endpoint (see :func:`ledger_for`).
+    Only :meth:`charge` moves it, and only up."""
+
+    dollars: float = 0.0
+    warned: bool = False
+
+    def charge(self, dollars: float) -> None:
+        if not (0.0 <= dollars < math.inf):  # counts and prices are checked: never happens
+            raise ValueError(f"a charge must be a finite, non-negative sum, got {dollars!r}")
+        with _LEDGERS_LOCK:
+            self.dollars += dollars
+
+
+_LEDGERS: dict[str, BudgetLedger] = {}
+_LEDGERS_LOCK = threading.Lock()
+
+
+def ledger_for(base_url: str | None) -> BudgetLedger:
+    """The process-wide ledger of ``base_url`` (None = OpenAI's API), however it is spelled.
+
+    A training run builds several clients (the training and the evaluation suggesters, the
+    Housekeep yes/no client); they all draw on one budget, so a run never spends more than
+    ``budget`` on an endpoint and warns once when it is spent.
+    """
+    key = api_url(base_url)
+    with _LEDGERS_LOCK:
+        return _LEDGERS.setdefault(key, BudgetLedger())
