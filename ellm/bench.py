@@ -257,16 +257,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.side_by_side:
         side_by_side(max(args.frames, 3000), args.overrides)
         return
-    common = BASE + [f"replay_buffer_num_workers={args.workers}"] + args.overrides
+    loop_costs(args.frames, args.updates,
+               BASE + [f"replay_buffer_num_workers={args.workers}"] + args.overrides)
 
+
+def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
+    """Measure (1)-(3) of the module docstring in one workspace and print them."""
     with tempfile.TemporaryDirectory() as tmp:
         # 1. no updates: seed frames cover the whole phase
-        ws = _workspace(common + [f"num_train_frames={args.frames}",
-                                  f"num_seed_frames={args.frames + 1}"], Path(tmp) / "a")
+        ws = _workspace(overrides + [f"num_train_frames={frames}",
+                                     f"num_seed_frames={frames + 1}"], Path(tmp) / "a")
         ws.train()  # warm-up: JIT, SBERT and caption caches
         start = time.perf_counter()
-        _train_more(ws, 2 * args.frames)
-        env_before = (time.perf_counter() - start) / args.frames
+        _train_more(ws, 2 * frames)
+        env_before = (time.perf_counter() - start) / frames
         stored = ws.storage.num_transitions
         disk = sum(p.stat().st_size for p in (Path(tmp) / "a" / "buffer").glob("*.npz"))
         ram = ram_bytes_per_transition(Path(tmp) / "a" / "buffer", ws.cfg.nstep)
@@ -275,26 +279,25 @@ def main(argv: list[str] | None = None) -> None:
         batches = iter(ws.loader)
         ws.agent.update(next(batches), 0)
         start = time.perf_counter()
-        for i in range(args.updates):
+        for i in range(updates):
             ws.agent.update(next(batches), i)
-        update_cost = (time.perf_counter() - start) / args.updates
+        update_cost = (time.perf_counter() - start) / updates
 
         # 3. the full loop, updates on
         every = ws.cfg.agent.update_every_steps
         ws.cfg.num_seed_frames = 0
-        _train_more(ws, 3 * args.frames)  # the first batches pay worker start-up
+        _train_more(ws, 3 * frames)  # the first batches pay worker start-up
         start = time.perf_counter()
-        _train_more(ws, 4 * args.frames)
-        loop_fps = args.frames / (time.perf_counter() - start)
+        _train_more(ws, 4 * frames)
+        loop_fps = frames / (time.perf_counter() - start)
 
         # 4. no updates again: the env cost falls as caption and SBERT caches warm up, so the
         # loop is compared with the mean of the costs measured before and after it
         ws.cfg.num_seed_frames = 10**12
         start = time.perf_counter()
-        _train_more(ws, 5 * args.frames)
-        env_after = (time.perf_counter() - start) / args.frames
-        env_cost = (env_before + env_after) / 2
-
+        _train_more(ws, 5 * frames)
+        env_after = (time.perf_counter() - start) / frames
+    env_cost = (env_before + env_after) / 2
     bound = 1.0 / (env_cost + update_cost / every)
     print(f"env step (loop without updates): {1e3 * env_cost:7.2f} ms/frame "
           f"({1 / env_cost:6.1f} frames/s; {1e3 * env_before:.2f} before the loop, "

@@ -27,9 +27,9 @@ from ellm.lm.serve import (
     main,
     model_settings,
     plain_prompt,
-    supervise,
     wait_until_ready,
 )
+from ellm.lm.watch import supervise
 from text_crafter.actions import GOOD_ACTIONS
 
 REPO = Path(__file__).resolve().parents[1]

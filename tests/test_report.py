@@ -180,7 +180,17 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert sorted(r["method"] for r in report["runs"]) == ["ELLM-oracle"] * 2 + ["Novelty"] * 2
     assert set(report["figures"]) == {"achievements_eval", "achievements_train",
-                                      "success_rates_eval", "success_rates_train"}
+                                      "success_rates_eval", "success_rates_train",
+                                      "collapse_top_action_share"}
+    # The collapse diagnostics, per method: each run's last evaluation and training tail.
+    diagnostics = {d["method"]: d for d in report["diagnostics"]}
+    assert set(diagnostics) == {"ELLM-oracle", "Novelty"}
+    for row in diagnostics.values():
+        assert len(row["eval"]["top_action_share"]) == 2  # one per run
+        assert all(0 < v <= 1 for v in row["eval"]["top_action_share"])
+        assert all(0 <= v <= 1 for v in row["train"]["noop_share"])
+        assert all(0 <= v <= math.log(139) for v in row["train"]["action_entropy"])
+    assert "## Collapse diagnostics" in (tmp_path / "out" / "report.md").read_text()
 
 
 @pytest.mark.e2e
@@ -384,10 +394,12 @@ def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_
     for run in run_dirs(sweep):
         config = json.loads((run / "config.json").read_text())
         assert config["game"] == "crafter"
-        assert config["method"] in ("ellm-oracle", "novelty")
+        assert config["method"] in ("ellm", "novelty")
         old = {k: v for k, v in config.items() if k not in ("method", "game", "ellm_version")}
-        assert method_name(old) == method_name(config) == method_of(run)
-        assert game_of(old) is game_of(config) is GAMES[0]
+        # Runs of versions before method= recorded ellm-oracle (or nothing): read the same.
+        older = {**old, "method": {"ellm": "ellm-oracle"}.get(config["method"], "novelty")}
+        assert method_name(old) == method_name(older) == method_name(config) == method_of(run)
+        assert game_of(old) is game_of(config) is GAMES[0].report
 
 
 @pytest.mark.e2e

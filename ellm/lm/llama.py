@@ -82,7 +82,8 @@ def measure(path: str, *, extra_bufts: bool, tokens: int, n_threads: int | None)
 def speed(model: str, tokens: int, n_threads: int | None) -> int:
     """Measure with and without extra buffer types, each in a fresh process (a crash of one,
     e.g. on a CPU with AMX, is reported as such and does not hide the other)."""
-    from ellm.lm.serve import locate_model, signal_name
+    from ellm.lm.serve import locate_model
+    from ellm.lm.watch import signal_name
 
     path = str(locate_model(model).path)
     results: dict[str, dict[str, float] | str] = {}

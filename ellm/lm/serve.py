@@ -35,9 +35,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
-import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -46,11 +44,11 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ellm.lm.config import default_cache_dir
+from ellm.lm.watch import die_with_parent, supervise
 
 PLAIN_CHAT_FORMAT: Final = "ellm-plain"
 
@@ -261,86 +259,6 @@ def _model_process(model: ServedModel, options: ServeOptions, ready: Connection)
     serve(model, options, ready)
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGTERM this process when its parent dies (a no-op elsewhere)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def signal_name(number: int) -> str:
-    """``SIGSEGV (Segmentation fault)`` for 11."""
-    try:
-        sig = signal.Signals(number)
-    except ValueError:
-        return f"signal {number}"
-    return f"{sig.name} ({signal.strsignal(sig) or sig.name})"
-
-
-def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str,
-              on_ready: Callable[[int, str], None] = lambda pid, status: None) -> int:
-    """Run ``target(*args, ready)`` in a child process (spawned) and watch it.
-
-    The child sends one line on ``ready`` once its model answered the start-up check. Returns
-    0 when the child stopped on SIGINT/SIGTERM (which this process forwards to it); otherwise
-    prints what happened, naming the signal that killed the model, and returns 1."""
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=target, args=(*args, send), name="ellm-lm-model")
-    child.start()
-    send.close()
-    stopping = False
-
-    def stop(signum: int, _frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
-        if child.pid is not None and child.is_alive():
-            os.kill(child.pid, signal.SIGTERM)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        status = _await_ready(child, receive)
-        if status.startswith("ready"):
-            on_ready(child.pid or 0, status)
-        child.join()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return _verdict(child.exitcode, status, stopping, url)
-
-
-def _await_ready(child: BaseProcess, receive: Connection) -> str:
-    """The child's ready line, or "" when it died (or closed the pipe) without one."""
-    while child.is_alive() or receive.poll():
-        try:
-            if receive.poll(0.2):
-                return str(receive.recv())
-        except (EOFError, OSError):
-            return ""
-    return ""
-
-
-def _verdict(exitcode: int | None, status: str, stopping: bool, url: str) -> int:
-    ready = status.startswith("ready")
-    if stopping and (exitcode == 0 or exitcode in (-signal.SIGTERM, -signal.SIGINT)):
-        return 0
-    if status.startswith("failed"):
-        print(f"error: the model failed its start-up check (one short completion) and "
-              f"{url} was never served: {status.removeprefix('failed: ')}", file=sys.stderr)
-    elif exitcode is not None and exitcode < 0:
-        when = ("while serving: requests in flight got no answer (clients see the "
-                "connection closed without an answer)" if ready else
-                "while loading the model or computing its start-up check completion")
-        print(f"error: the model process died with {signal_name(-exitcode)} {when}. "
-              f"{CRASH_HINT}", file=sys.stderr)
-    else:
-        print(f"error: the model process exited with code {exitcode} "
-              f"{'while serving' if ready else 'before it was ready'}", file=sys.stderr)
-    return 1
-
-
 def wait_until_ready(base_url: str, timeout: float = 120.0,
                      process: subprocess.Popen[bytes] | None = None) -> float:
     """Poll ``GET {base_url}/models`` until it answers; return the seconds waited."""
@@ -410,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"env_spec.lm_spec.base_url={url}", flush=True)
 
     print(f"loading {model.path.name} and checking one completion ...", flush=True)
-    return supervise(_model_process, (model, options), url=url, on_ready=announce)
+    return supervise(_model_process, (model, options), url=url, hint=CRASH_HINT,
+                     on_ready=announce)
 
 
 if __name__ == "__main__":

@@ -96,64 +96,74 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        strings = StringTable(d / "strings.jsonl")
-        storage = ReplayStorage(d, strings)
-        write_s = 0.0
-        for ep in range(args.episodes):
-            frames = crafter_frames(args.length, seed=ep)
-            t = time.perf_counter()
-            storage.add_first(frames[0], f"text {ep} 0", "goal")
-            for i, f in enumerate(frames[1:], 1):
-                storage.add(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == args.length)
-            write_s += time.perf_counter() - t
-        n = storage.num_transitions
-        disk = sum(f.path.stat().st_size for f in list_episode_files(d))
-        shard = EpisodeShard(10**9, NSTEP, True)
-        t = time.perf_counter()
-        for f in list_episode_files(d):
-            shard.add(f.index, load_episode(f.path))
-        load_s = time.perf_counter() - t
-        print(f"{n} transitions in {args.episodes} episodes of {args.length} steps")
-        print(f"disk: {disk / n:.0f} B/transition; RAM (arrays): {shard.nbytes / n:.0f} B/transition")
-        print(f"write (collect + compress + fsync): {1000 * write_s / args.episodes:.1f} ms/episode;"
-              f" load: {1000 * load_s / args.episodes:.1f} ms/episode")
-        rng = np.random.default_rng(0)
-        frames_out = np.empty((2, BATCH, STACK, 84, 84), np.uint8)
-        t = time.perf_counter()
-        for _ in range(args.batches):
-            shard.sample(rng, BATCH, STACK, GAMMA)
-        print(f"EpisodeShard.sample, batch {BATCH}: "
-              f"{1000 * (time.perf_counter() - t) / args.batches:.2f} ms")
-        kw = dict(capacity=10**9, batch_size=BATCH, nstep=NSTEP, discount=GAMMA,
-                  frame_stack=STACK, clip_reward=True, save_buffer=True, seed=0)
-        t = time.perf_counter()
-        for _ in range(args.batches):
-            shard.sample(rng, BATCH, STACK, GAMMA, frames_out=frames_out)
-        print(f"EpisodeShard.sample into a reused buffer (as workers do): "
-              f"{1000 * (time.perf_counter() - t) / args.batches:.2f} ms")
-        plain = ReplayDataset(d, num_shards=2, **kw)
-        variants = {
-            "make_replay_loader(num_workers=0)": lambda: make_replay_loader(d, num_workers=0, **kw),
-            "make_replay_loader(num_workers=2)": lambda: make_replay_loader(d, num_workers=2, **kw),
-            "alternative: 2 workers, batches as DataLoader tensors": lambda: iter(DataLoader(
-                _TensorBatches(plain), batch_size=None, num_workers=2, in_order=False)),
-            "alternative: per-sample + default collate, in-process": lambda: iter(DataLoader(
-                _PerSample(d), batch_size=BATCH, num_workers=0)),
-        }
-        print(f"{'':54} batches/s | median wait per batch with a 35 ms CPU-bound update")
-        for name, make in variants.items():
-            it = make()
-            bps, _ = rate(it, args.batches // 3)
-            _, waited = rate(it, 60, work_s=0.035)
-            print(f"{name:54} {bps:9.0f} | {waited:.2f} ms")
-            if name.endswith("num_workers=2)"):
-                workers = it._it._workers  # noqa: SLF001 - bench only
-                mib = [private_mib(w.pid) for w in workers]
-                print(f"  worker private RSS: {', '.join(f'{m:.0f}' for m in mib)} MiB"
-                      f" (whole buffer: {shard.nbytes / 2**20:.0f} MiB of arrays)")
-            del it
+        shard = storage_costs(Path(tmp), args.episodes, args.length)
+        sampling_costs(Path(tmp), shard, args.batches)
         print(f"pid {os.getpid()} done")
+
+
+def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
+    """Write ``episodes`` Crafter episodes, load them into a shard; print bytes and times."""
+    strings = StringTable(d / "strings.jsonl")
+    storage = ReplayStorage(d, strings)
+    write_s = 0.0
+    for ep in range(episodes):
+        frames = crafter_frames(length, seed=ep)
+        t = time.perf_counter()
+        storage.add_first(frames[0], f"text {ep} 0", "goal")
+        for i, f in enumerate(frames[1:], 1):
+            storage.add(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length)
+        write_s += time.perf_counter() - t
+    n = storage.num_transitions
+    disk = sum(f.path.stat().st_size for f in list_episode_files(d))
+    shard = EpisodeShard(10**9, NSTEP, True)
+    t = time.perf_counter()
+    for f in list_episode_files(d):
+        shard.add(f.index, load_episode(f.path))
+    load_s = time.perf_counter() - t
+    print(f"{n} transitions in {episodes} episodes of {length} steps")
+    print(f"disk: {disk / n:.0f} B/transition; RAM (arrays): {shard.nbytes / n:.0f} B/transition")
+    print(f"write (collect + compress + fsync): {1000 * write_s / episodes:.1f} ms/episode;"
+          f" load: {1000 * load_s / episodes:.1f} ms/episode")
+    return shard
+
+
+def sampling_costs(d: Path, shard: EpisodeShard, batches: int) -> None:
+    """Batches/s of the shard alone and of each loader variant over the replay in ``d``."""
+    rng = np.random.default_rng(0)
+    frames_out = np.empty((2, BATCH, STACK, 84, 84), np.uint8)
+    t = time.perf_counter()
+    for _ in range(batches):
+        shard.sample(rng, BATCH, STACK, GAMMA)
+    print(f"EpisodeShard.sample, batch {BATCH}: "
+          f"{1000 * (time.perf_counter() - t) / batches:.2f} ms")
+    t = time.perf_counter()
+    for _ in range(batches):
+        shard.sample(rng, BATCH, STACK, GAMMA, frames_out=frames_out)
+    print(f"EpisodeShard.sample into a reused buffer (as workers do): "
+          f"{1000 * (time.perf_counter() - t) / batches:.2f} ms")
+    kw = {"capacity": 10**9, "batch_size": BATCH, "nstep": NSTEP, "discount": GAMMA,
+          "frame_stack": STACK, "clip_reward": True, "save_buffer": True, "seed": 0}
+    plain = ReplayDataset(d, num_shards=2, **kw)
+    variants = {
+        "make_replay_loader(num_workers=0)": lambda: make_replay_loader(d, num_workers=0, **kw),
+        "make_replay_loader(num_workers=2)": lambda: make_replay_loader(d, num_workers=2, **kw),
+        "alternative: 2 workers, batches as DataLoader tensors": lambda: iter(DataLoader(
+            _TensorBatches(plain), batch_size=None, num_workers=2, in_order=False)),
+        "alternative: per-sample + default collate, in-process": lambda: iter(DataLoader(
+            _PerSample(d), batch_size=BATCH, num_workers=0)),
+    }
+    print(f"{'':54} batches/s | median wait per batch with a 35 ms CPU-bound update")
+    for name, make in variants.items():
+        it = make()
+        bps, _ = rate(it, batches // 3)
+        _, waited = rate(it, 60, work_s=0.035)
+        print(f"{name:54} {bps:9.0f} | {waited:.2f} ms")
+        if name.endswith("num_workers=2)"):
+            workers = it._it._workers
+            mib = [private_mib(w.pid) for w in workers]
+            print(f"  worker private RSS: {', '.join(f'{m:.0f}' for m in mib)} MiB"
+                  f" (whole buffer: {shard.nbytes / 2**20:.0f} MiB of arrays)")
+        del it
 
 
 if __name__ == "__main__":

@@ -31,9 +31,11 @@ from pathlib import Path
 from ellm.games import GAMES
 from ellm.report.aggregate import (
     LMUsage,
+    MethodDiagnostics,
     MethodScores,
     ReturnScores,
     curves,
+    diagnostics,
     episode_curve,
     eval_achievements,
     lm_usage,
@@ -63,6 +65,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # pooling that could mislead
     lm: list[LMUsage] = field(default_factory=list)
     returns: list[ReturnScores] = field(default_factory=list)  # runs of the LLM optimisers
+    diagnostics: list[MethodDiagnostics] = field(default_factory=list)  # collapse, per method
     figures: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -92,7 +95,18 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     report.returns = return_scores(optimised)
     report.warnings = pooling_warnings(runs)
     report.lm = lm_usage(runs)
+    report.diagnostics = diagnostics([r for r in runs if r not in optimised], last_evals)
+    _line_figures(report, crafter, bin_frames)
+    _return_figures(report, optimised)
+    _rate_figures(report)
+    report.summary.write_text(render(report), encoding="utf-8")
+    _write_json(report)
+    return report
 
+
+def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) -> None:
+    """Achievements, each game's progress metric and the collapse diagnostics over frames."""
+    runs, out = report.runs, report.out
     lines = {
         "achievements_eval": (curves(crafter, eval_achievements),
                               "Achievements unlocked per evaluation episode",
@@ -100,6 +114,11 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
         "achievements_train": (curves(crafter, train_achievements(bin_frames)),
                                "Achievements unlocked per training episode",
                                "achievements / episode"),
+        "collapse_top_action_share": (
+            curves([r for r in runs if r.has_data and not r.csvs.get("iteration")],
+                   metric_curve("top_action_share")),
+            "Share of the most frequent action per evaluation episode (1 = collapsed)",
+            "top action share"),
     }
     for game in (g.report for g in GAMES):
         if game.progress_metric is None:
@@ -112,6 +131,10 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     for name, (series, title, ylabel) in lines.items():
         if series:
             report.figures[name] = line_figure(out / f"{name}.png", series, title, ylabel)
+
+
+def _return_figures(report: Report, optimised: list[Run]) -> None:
+    """Return against episodes of the LLM optimisers' runs, per game."""
     for game in dict.fromkeys(r.game for r in optimised):
         played = [r for r in optimised if r.game is game]
         label = game.label or game.name.capitalize()
@@ -121,27 +144,33 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
             series = curves(played, episode_curve(namespace))
             if series:
                 report.figures[f"{game.name}_{kind}"] = line_figure(
-                    out / f"{game.name}_{kind}.png", series, title, "return",
+                    report.out / f"{game.name}_{kind}.png", series, title, "return",
                     xlabel="training episodes")
+
+
+def _rate_figures(report: Report) -> None:
+    """Each achievement's success rate per method, in evaluation and in training."""
     for kind in ("eval", "train"):
         rates = {s.method: getattr(s, f"{kind}_rates") for s in report.scores}
         rates = {m: r for m, r in rates.items() if r}
         if rates:
             n_runs = {s.method: len(getattr(s, f"{kind}_score")) for s in report.scores}
-            what = evals_label(last_evals) if kind == "eval" else "all training episodes"
+            what = (evals_label(report.last_evals) if kind == "eval"
+                    else "all training episodes")
             report.figures[f"success_rates_{kind}"] = bar_figure(
-                out / f"success_rates_{kind}.png", ACHIEVEMENTS, rates,
+                report.out / f"success_rates_{kind}.png", ACHIEVEMENTS, rates,
                 f"Success rates ({what})", "success rate (%)", n_runs)
 
-    report.summary.write_text(render(report), encoding="utf-8")
-    (out / "report.json").write_text(json.dumps({
+
+def _write_json(report: Report) -> None:
+    (report.out / "report.json").write_text(json.dumps({
         "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
-                  "path": str(r.path)} for r in runs],
-        "last_evals": last_evals,
+                  "path": str(r.path)} for r in report.runs],
+        "last_evals": report.last_evals,
         "warnings": report.warnings,
         "scores": [s.as_dict() for s in report.scores],
+        "diagnostics": [d.as_dict() for d in report.diagnostics],
         "lm": [u.as_dict() for u in report.lm],
         "returns": [r.as_dict() for r in report.returns],
         "figures": {k: p.name for k, p in report.figures.items()},
     }, indent=1) + "\n", encoding="utf-8")
-    return report

@@ -246,6 +246,48 @@ def lm_usage(runs: Sequence[Run]) -> list[LMUsage]:
     return out
 
 
+# ---------------------------------------------------------------- collapse diagnostics
+DIAGNOSTICS = ("action_entropy", "top_action_share", "noop_share")
+TRAIN_TAIL = 0.1  # the training episodes the diagnostics table reads: the run's last 10%
+
+
+@dataclass
+class MethodDiagnostics:
+    """How varied a method's actions are: per run, the mean of each diagnostic over its
+    ``last_evals`` latest evaluations and over its last 10% of training episodes."""
+
+    method: str
+    eval: dict[str, list[float]] = field(default_factory=dict)  # diagnostic -> one per run
+    train: dict[str, list[float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tail_mean(rows: Sequence[Mapping[str, float]], key: str, count: int) -> float | None:
+    values = [float(r[key]) for r in rows if key in r and r[key] == r[key]]
+    return float(np.mean(values[-count:])) if values else None
+
+
+def diagnostics(runs: Sequence[Run], last_evals: int = 1) -> list[MethodDiagnostics]:
+    """The collapse diagnostics of each method's runs that log them (older runs do not)."""
+    out = []
+    for method, group in by_method([r for r in runs if r.has_data]).items():
+        row = MethodDiagnostics(method)
+        for run in group:
+            train = run.csvs.get("train", [])
+            tail = max(1, int(len(train) * TRAIN_TAIL))
+            for kind, rows, count in (("eval", run.csvs.get("eval", []), last_evals),
+                                      ("train", train, tail)):
+                for key in DIAGNOSTICS:
+                    value = _tail_mean(rows, key, count)
+                    if value is not None:
+                        getattr(row, kind).setdefault(key, []).append(value)
+        if row.eval or row.train:
+            out.append(row)
+    return out
+
+
 # ---------------------------------------------------------------- a game's own progress metric
 def metric_key(run: Run, metric: str) -> str | None:
     """The logged ``<namespace>/<metric>`` column of a run (eval namespace first, then the

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ellm.games import GAMES
-from ellm.report.aggregate import LMUsage, MethodScores, ReturnScores
+from ellm.report.aggregate import (
+    DIAGNOSTICS,
+    LMUsage,
+    MethodDiagnostics,
+    MethodScores,
+    ReturnScores,
+)
 from ellm.report.runs import Run
 
 if TYPE_CHECKING:
@@ -94,6 +100,13 @@ def return_table(rows: Sequence[ReturnScores]) -> list[str]:
          _ms(r.eval_success)) for r in rows])
 
 
+def diagnostics_table(rows: Sequence[MethodDiagnostics], last_evals: int = 1) -> list[str]:
+    columns = ("method", *(f"eval {k.replace('_', ' ')}" for k in DIAGNOSTICS),
+               *(f"train {k.replace('_', ' ')}" for k in DIAGNOSTICS))
+    return _table(columns, [(r.method, *(_ms(r.eval.get(k, [])) for k in DIAGNOSTICS),
+                             *(_ms(r.train.get(k, [])) for k in DIAGNOSTICS)) for r in rows])
+
+
 def run_table(runs: Sequence[Run]) -> list[str]:
     return _table(RUN_COLUMNS, [
         (r.method, "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
@@ -113,7 +126,22 @@ def render(report: Report) -> str:
     if not with_data:
         out += ["No run has logged any data yet: nothing to plot.", ""]
         return "\n".join(out)
+    out += _achievements(report, with_data) + _returns(report) + _diagnostics(report)
+    if report.lm:
+        out += ["## LM usage", "", *lm_table(report.lm), "",
+                ("Counts are summed over the runs of a method and divided by their frames; the "
+                 "cache hit rate is cache hits / LM queries."), ""]
+    out += _progress(report, with_data)
+    out += ["## Notes", "", GLOSSARY]
+    empty = [r for r in runs if not r.has_data]
+    if empty:
+        out += ["Runs with no data yet (listed above, left out of figures and tables): "
+                + ", ".join(f"`{r.name}`" for r in empty) + ".", ""]
+    return "\n".join(out)
 
+
+def _achievements(report: Report, with_data: Sequence[Run]) -> list[str]:
+    out: list[str] = []
     trained = [r for r in with_data if not r.csvs.get("iteration")]  # not an LLM optimiser
     if trained or not report.returns:
         out += ["## Achievements unlocked per episode", ""]
@@ -125,7 +153,6 @@ def render(report: Report) -> str:
     if "achievements_train" in report.figures:
         out += ["Training episodes (binned by frames; `--bin-frames N` gives finer bins):", "",
                 "![achievements per training episode](achievements_train.png)", ""]
-
     if report.scores:
         out += ["## Crafter score", "", *score_table(report.scores, report.last_evals), "",
                 "Success rate of each achievement (mean over runs):", ""]
@@ -133,21 +160,40 @@ def render(report: Report) -> str:
                           ("success_rates_train", "all training episodes")):
             if key in report.figures:
                 out += [f"![success rates, {what}]({key}.png)", ""]
+    return out
 
-    if report.returns:
-        out += ["## Return against episodes", "", *return_table(report.returns), "",
-                ("Runs that search policies with an LLM or at random (policy search, code as "
-                 "policy). *best return*: the highest return of one iteration (a setting or "
-                 "rollout tried); *last eval*: the mean return and success rate of the run's "
-                 "last evaluation."), ""]
-        for key, figure in report.figures.items():
-            if key.endswith("_return"):
-                out += [f"![{key.replace('_', ' ')}]({figure.name})", ""]
-    if report.lm:
-        out += ["## LM usage", "", *lm_table(report.lm), "",
-                ("Counts are summed over the runs of a method and divided by their frames; the "
-                 "cache hit rate is cache hits / LM queries."), ""]
 
+def _returns(report: Report) -> list[str]:
+    if not report.returns:
+        return []
+    out = ["## Return against episodes", "", *return_table(report.returns), "",
+           ("Runs that search policies with an LLM or at random (policy search, code as "
+            "policy). *best return*: the highest return of one iteration (a setting or "
+            "rollout tried); *last eval*: the mean return and success rate of the run's "
+            "last evaluation."), ""]
+    for key, figure in report.figures.items():
+        if key.endswith("_return"):
+            out += [f"![{key.replace('_', ' ')}]({figure.name})", ""]
+    return out
+
+
+def _diagnostics(report: Report) -> list[str]:
+    if not report.diagnostics:
+        return []
+    out = ["## Collapse diagnostics", "",
+           *diagnostics_table(report.diagnostics, report.last_evals), "",
+           (f"Per episode: *action entropy* (nats) of the distribution of its actions, *top "
+            f"action share* of its most frequent action, *no-op share* of the actions the game "
+            f"says had no effect; eval: {evals_label(report.last_evals)}, train: the run's "
+            f"last 10% of training episodes. A policy collapsed onto one action has entropy 0 "
+            f"and top share 1 (uniformly random over 139 actions: entropy 4.93)."), ""]
+    if "collapse_top_action_share" in report.figures:
+        out += ["![top action share](collapse_top_action_share.png)", ""]
+    return out
+
+
+def _progress(report: Report, with_data: Sequence[Run]) -> list[str]:
+    out: list[str] = []
     for game in (g.report for g in GAMES):
         if game.progress_metric is None or not any(r.game is game for r in with_data):
             continue
@@ -159,10 +205,4 @@ def render(report: Report) -> str:
         else:
             out += [(f"The {game.label or game.name} runs log no `{metric}` metric (looked for "
                      f"a `*{metric}` column in every CSV) yet."), ""]
-
-    out += ["## Notes", "", GLOSSARY]
-    empty = [r for r in runs if not r.has_data]
-    if empty:
-        out += ["Runs with no data yet (listed above, left out of figures and tables): "
-                + ", ".join(f"`{r.name}`" for r in empty) + ".", ""]
-    return "\n".join(out)
+    return out
