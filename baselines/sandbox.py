@@ -118,8 +118,7 @@ class Sandbox:
             bwrap = sandbox_bwrap.usable()[0]
             assert bwrap is not None  # checked when the sandbox was made
             return sandbox_bwrap.command(bwrap, [*args, "sandbox"])
-        root = str(sandbox_bwrap.HERE.parent)
-        return sandbox_bwrap.worker_command(sys.executable, root, [*args, "none"])
+        return sandbox_bwrap.worker_command(sys.executable, [*args, "none"])
 
     def _start(self) -> str | None:
         """Start the worker and wait until it is ready; None, or why it could not start."""

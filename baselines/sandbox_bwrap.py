@@ -24,9 +24,11 @@ from typing import Final
 from baselines import sandbox_seccomp
 
 HERE: Final = Path(__file__).resolve().parent
-PACKAGE: Final = __name__.rpartition(".")[0]  # the worker is imported by this name
-MODULES: Final = ("__init__.py", "sandbox_worker.py", "sandbox_guards.py", "sandbox_seccomp.py")
-INSIDE: Final = "/sandbox"  # where the worker's files are inside the sandbox
+PACKAGE: Final = __name__.rpartition(".")[0]  # this package, as the run imports it
+MODULES: Final = ("sandbox_worker.py", "sandbox_guards.py", "sandbox_seccomp.py")
+# Inside the sandbox the worker's files form a package of their own (a namespace package: no
+# __init__.py), so that none of the run's package is needed there.
+INSIDE: Final = ("/sandbox", "policy_sandbox")
 THREADS: Final = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _SYSTEM_LIBS: Final = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64",
                        "/usr/lib32", "/usr/libx32")
@@ -44,14 +46,16 @@ def numpy_site() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))).parent)
 
 
-def worker_command(python: str, root: str, args: list[str]) -> list[str]:
-    """``python`` running the worker's ``main(args)`` from the package under ``root``."""
+def worker_command(python: str, args: list[str], inside: bool = False) -> list[str]:
+    """``python`` running the worker's ``main(args)``, from its files inside the sandbox or,
+    outside, from this package."""
+    root, package = INSIDE if inside else (str(HERE.parents[PACKAGE.count(".")]), PACKAGE)
     boot = (f"import sys; sys.path[:0] = sys.argv[1:3]; "
-            f"from {PACKAGE}.sandbox_worker import main; main(sys.argv[3:])")
+            f"from {package}.sandbox_worker import main; main(sys.argv[3:])")
     return [python, "-I", "-S", "-c", boot, root, numpy_site(), *args]
 
 
-def _runtime() -> list[str]:
+def runtime_paths() -> list[str]:
     """Host paths the worker's Python needs, outermost first, none inside another."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # not a venv's
     paths = sysconfig.get_paths(vars={**base, "installed_base": sys.base_prefix,
@@ -71,10 +75,10 @@ def _mounts() -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    for path in _runtime():
+    for path in runtime_paths():
         args += ["--ro-bind", path, path]
     for name in MODULES:
-        args += ["--ro-bind", str(HERE / name), f"{INSIDE}/{PACKAGE}/{name}"]
+        args += ["--ro-bind", str(HERE / name), "/".join((*INSIDE, name))]
     return args
 
 
@@ -96,7 +100,7 @@ def command(bwrap: str, args: list[str]) -> list[str]:
     env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
     python = os.path.realpath(sys.executable)  # the venv's link would need the venv mounted
     return [bwrap, *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/",
-            "--", *worker_command(python, INSIDE, args)]
+            "--", *worker_command(python, args, inside=True)]
 
 
 def _check(bwrap: str) -> str | None:

@@ -52,6 +52,7 @@ ROUTES = {  # ways from the policy's namespace to the os module; each then reads
                          "f = next(it)\nwhile f.f_back:\n    f = f.f_back\n"
                          'os = f.f_globals["sys"].modules["os"]'),
     "sys._getframe": 'os = b.__import__("sys")._getframe(1).f_globals["os"]',
+    "a module's __loader__": 'os = type(np.__loader__).get_data.__globals__["_os"]',
     "importlib internals": ('imp = [c for c in object.__subclasses__() '
                             'if c.__name__ == "BuiltinImporter"][0]\n'
                             'os = imp.find_spec.__func__.__globals__["_bootstrap_external"]._os'),
@@ -89,7 +90,7 @@ def test_files_are_out_of_reach(box, secret, tmp_path):
     _, error = run(box, BYPASS + 'return b.open("/etc/hostname").read()')  # the review's
     assert error.startswith("FileNotFoundError"), error
     value, _ = run(box, BYPASS + "return sorted(os.listdir('/'))")
-    mounted = {Path(p).parts[1] for p in sandbox_bwrap._runtime()} | {"lib", "lib64", "usr"}
+    mounted = {Path(p).parts[1] for p in sandbox_bwrap.runtime_paths()} | {"lib", "lib64", "usr"}
     assert set(value) <= mounted | {"sandbox"}, value  # no /home, /proc, /tmp, /dev ...
     targets = [tmp_path / "made", Path(tempfile.gettempdir()) / f"ellm-made-{os.getpid()}",
                Path(sandbox_bwrap.numpy_site()) / "numpy" / "made", Path("/made")]
