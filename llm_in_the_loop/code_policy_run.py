@@ -48,7 +48,8 @@ from llm_in_the_loop.code_policy import (
     sandboxed,
 )
 from llm_in_the_loop.optim_log import LMUsage, namespaced
-from llm_in_the_loop.sandbox import Sandbox
+from llm_in_the_loop.sandbox import ISOLATIONS, Sandbox
+from llm_in_the_loop.sandbox_bwrap import problem as sandbox_problem
 from text_crafter.tasks import SINGLE_TASKS
 from text_game.llf import FEEDBACK_TYPES
 
@@ -72,6 +73,7 @@ class CodeOptions:
     memory_size: int = integer(0)
     code_timeout: float = valid("a number > 0", lambda v: is_num(v) and v > 0)
     code_memory_mb: int = integer(256)
+    sandbox: str = one_of(*ISOLATIONS)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
                           "feedback-following reference is `python -m llm_in_the_loop.llf_run policy=scripted`")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
+        if opts.sandbox == "os" and (problem := sandbox_problem()) is not None:
+            raise ConfigError(f"sandbox=os: {problem}. Code as policy runs the model's code only "
+                              "in the sandbox; sandbox=none runs it without OS isolation (only "
+                              "for models you trust)")
     return opts, spec
 
 
@@ -118,7 +124,8 @@ class CodePolicyRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.target = make_target(self.opts, self.spec)
         self.rng = np.random.default_rng(self.opts.seed)
-        self.sandbox = Sandbox(self.opts.code_timeout, self.opts.code_memory_mb)
+        self.sandbox = (Sandbox(self.opts.code_timeout, self.opts.code_memory_mb,
+                                self.opts.sandbox) if self.opts.optimizer == "llm" else None)
         self.client = self.learner = None
         self.last: Rollout | None = None
         if self.opts.optimizer == "llm":
@@ -161,6 +168,7 @@ class CodePolicyRun:
             return self.target.random(self.rng), None
         if self.opts.optimizer == "expert":
             return self.target.expert(), None
+        assert self.sandbox is not None  # optimizer=llm
         loaded = self.sandbox.load(code or "", self.target.entry)
         return sandboxed(self.sandbox), loaded.error
 
@@ -187,7 +195,8 @@ class CodePolicyRun:
         if self.learner is not None:
             (self.run_dir / "policy.py").write_text(self.learner.source)
         self.logger.close()
-        self.sandbox.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
         self.target.close()
         return metrics
 

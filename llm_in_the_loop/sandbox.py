@@ -1,36 +1,46 @@
-"""Run policy code written by a language model in a separate, restricted process with a time
-limit (the worker: :mod:`baselines.sandbox_worker`).
+"""Run policy code written by a language model in a sandbox that holds against code written to
+escape it, with a time limit (docs/optimizers.md, "The sandbox").
 
-The worker starts with ``python -I`` (no user site, no ``PYTHON*`` variables), an empty
-environment (no API key reaches it), an empty temporary working directory and stderr discarded.
-In it, the code sees restricted builtins, may import only a few stdlib modules and numpy, and an
-audit hook refuses opening files, starting processes, sockets and ``ctypes``; memory is capped
-and files cannot be written (docs/optimizers.md, "The sandbox"). This keeps a model's slips
-(an endless loop, a stray ``open``) from harming the run or the machine; it is not a security
-boundary against code written to escape: run untrusted models inside a container.
+The worker (:mod:`llm_in_the_loop.sandbox_worker`) runs inside Linux namespaces set up by bubblewrap
+(:mod:`llm_in_the_loop.sandbox_bwrap`): it sees only the Python installation and numpy, read-only;
+no network, no other process, no environment. It runs each load and each call of the code in a
+fresh forked child under a seccomp filter (:mod:`llm_in_the_loop.sandbox_seccomp`): no threads, no
+processes, no sockets; the child's answer reaches the run only through the worker, framed so
+that the code cannot pass off bytes as another call's answer. Where this is not possible
+(not Linux, user namespaces disabled) :class:`Sandbox` refuses unless ``isolation="none"``,
+which keeps only the worker's Python-level guards and limits: not a security boundary.
 
 Every failure comes back as text for the optimiser (``"ZeroDivisionError: division by zero
-(line 3: return 1 / 0)"``, ``"took longer than 2 s ..."``), never as an exception: the run goes
-on. A worker that timed out or died is killed and replaced at the next call.
+(line 3: return 1 / 0)"``, ``"TimeoutError: the code took longer than 2 s ..."``), never as an
+exception: the run goes on. A worker that stopped answering is killed and replaced.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import select
-import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
-WORKER: Final = Path(__file__).with_name("sandbox_worker.py")
-START_TIMEOUT: Final = 60.0  # seconds for a fresh worker to import numpy and load the code
-MAX_ANSWER: Final = 1 << 20  # bytes of one answer line
+from llm_in_the_loop import sandbox_bwrap
+from llm_in_the_loop.sandbox_worker import MAX_ANSWER, message
+
+log = logging.getLogger(__name__)
+ISOLATIONS: Final = ("os", "none")
+START_TIMEOUT: Final = 60.0  # seconds for a fresh worker to import numpy (it runs no code yet)
+GRACE: Final = 1.0  # seconds past the time limit for the worker to report a time-out itself
+MAX_MESSAGE: Final = 2 * MAX_ANSWER  # bytes of one message from the worker
+
+
+class SandboxUnavailable(RuntimeError):
+    """The OS sandbox cannot run on this machine (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -48,20 +58,31 @@ class Outcome:
 
 
 class Sandbox:
-    """A restricted worker process running one piece of code (module docstring).
+    """A worker process running one piece of code (module docstring).
 
-    ``timeout``: seconds one call (or one load) of the code may take; ``memory_mb``: the
-    worker's address-space limit. Use ``load(code, entry)`` then ``call(arg)``; ``close()``
-    ends the worker."""
+    ``timeout``: seconds one load or one call of the code may take; ``memory_mb``: the
+    address-space limit of the process running it; ``isolation``: "os" (refused with
+    :class:`SandboxUnavailable` where unavailable) or "none". Use ``load(code, entry)`` then
+    ``call(arg)``; ``close()`` ends the worker."""
 
-    def __init__(self, timeout: float = 2.0, memory_mb: int = 1024) -> None:
-        if timeout <= 0 or memory_mb < 256:
-            raise ValueError(f"sandbox timeout must be > 0 and memory >= 256 MB, got "
-                             f"{timeout} s, {memory_mb} MB")
+    def __init__(self, timeout: float = 2.0, memory_mb: int = 1024,
+                 isolation: str = "os") -> None:
+        if timeout <= 0 or memory_mb < 256 or isolation not in ISOLATIONS:
+            raise ValueError(f"sandbox timeout must be > 0, memory >= 256 MB and isolation one "
+                             f"of {ISOLATIONS}; got {timeout} s, {memory_mb} MB, {isolation!r}")
+        if os.name != "posix":
+            raise SandboxUnavailable("policy code runs on Linux (or macOS with isolation "
+                                     "'none') only: the worker forks a process per call")
+        if isolation == "os" and (problem := sandbox_bwrap.problem()) is not None:
+            raise SandboxUnavailable(problem)
+        if isolation == "none":
+            log.warning("sandbox=none: policy code runs WITHOUT OS isolation; code written to "
+                        "escape can read and write your files, use the network, read your API "
+                        "key and start processes. Use it only with models you trust.")
         self.timeout = timeout
         self.memory_mb = memory_mb
+        self.isolation = isolation
         self._proc: subprocess.Popen[bytes] | None = None
-        self._dir: str | None = None
         self._loaded: tuple[str, str] | None = None  # (code, entry) the worker holds
         self.restarts = 0
 
@@ -69,23 +90,20 @@ class Sandbox:
     def load(self, code: str, entry: str) -> Outcome:
         """Define ``entry`` from ``code`` (also re-done after a worker is replaced)."""
         self._loaded = (code, entry)
-        return self._send({"op": "load", "code": code, "entry": entry}, self._load_timeout())
+        return self._send({"op": "load", "code": code, "entry": entry})
 
     def call(self, arg: Any) -> Outcome:
-        """``entry(arg)`` in the worker; ``arg`` must be plain JSON data."""
+        """``entry(arg)`` in a fresh copy of the loaded code; ``arg`` must be plain JSON data."""
         if self._loaded is None:
             return Outcome(error="no code loaded")
         if self._proc is None:
             loaded = self.load(*self._loaded)
             if not loaded.ok:
                 return loaded
-        return self._send({"op": "call", "arg": arg}, self.timeout)
+        return self._send({"op": "call", "arg": arg})
 
     def close(self) -> None:
         self._stop()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034 - Self needs Python 3.11
         return self
@@ -94,83 +112,203 @@ class Sandbox:
         self.close()
 
     # ---- the worker -------------------------------------------------------------------------
-    def _load_timeout(self) -> float:
-        return self.timeout + (START_TIMEOUT if self._proc is None else 0.0)
+    def _command(self) -> list[str]:
+        args = [str(self.memory_mb), repr(float(self.timeout))]
+        if self.isolation == "os":
+            bwrap = sandbox_bwrap.usable()[0]
+            assert bwrap is not None  # checked when the sandbox was made
+            return sandbox_bwrap.command(bwrap, [*args, "sandbox"])
+        return sandbox_bwrap.worker_command(sys.executable, [*args, "none"])
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="ellm-sandbox-")
-        threads = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                    "MKL_NUM_THREADS")}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER), str(self.memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self._dir, env={"PATH": os.defpath, **threads}, start_new_session=True)
-        return self._proc
+    def _start(self) -> str | None:
+        """Start the worker and wait until it is ready; None, or why it could not start."""
+        try:
+            self._proc = subprocess.Popen(
+                self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, cwd="/", env=dict(sandbox_bwrap.THREADS),
+                start_new_session=True)
+        except (OSError, ImportError, RuntimeError) as err:
+            return f"the sandbox could not start: {err}"
+        assert self._proc.stdin is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)  # writes never wait on the worker
+        ready, status = self._receive(time.monotonic() + START_TIMEOUT)
+        if status == "ok" and isinstance(ready, dict) and ready.get("ready") is True:
+            return None
+        self._stop()
+        return f"the sandbox could not start ({status})"
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker's session: it and all it started
+        except (ProcessLookupError, PermissionError):
+            pass
         proc.wait()
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
 
-    def _send(self, request: dict[str, Any], timeout: float) -> Outcome:
-        proc = self._proc or self._start()
+    def _send(self, request: dict[str, Any]) -> Outcome:
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(request).encode() + b"\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return self._lost("stopped before it could run")
-        except (TypeError, ValueError) as err:
+            data = message(request)
+        except (TypeError, ValueError, RecursionError) as err:
             return Outcome(error=f"the input cannot be sent to the code: {err}")
-        line, status = self._read_line(proc, timeout)
-        if status == "timeout":
-            self.restarts += 1
-            self._stop()
-            return Outcome(error=f"TimeoutError: the code took longer than {timeout:g} s "
-                                 "(the time limit) and was stopped")
-        if status == "too long":
-            self._stop()
-            return Outcome(error=f"the code returned more than {MAX_ANSWER} bytes of data")
-        if line is None:
-            return self._lost(f"ended (exit code {proc.wait()})")
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            self._stop()
-            return Outcome(error="the code's process sent back something unreadable")
-        return Outcome(answer.get("value"), answer.get("error"), answer.get("printed", ""))
-
-    def _lost(self, what: str) -> Outcome:
+        if self._proc is None and (problem := self._start()) is not None:
+            return Outcome(error=problem)
+        deadline = time.monotonic() + self.timeout + GRACE
+        status = self._write(data, deadline)
+        answer = None
+        if status == "ok":
+            answer, status = self._receive(deadline)
+        if status == "ok" and _well_formed(answer):
+            return Outcome(answer.get("value"), answer.get("error"), answer.get("printed", ""))
         self.restarts += 1
         self._stop()
-        return Outcome(error=f"the code's process {what} (it ran out of memory or was "
-                             "killed); it is restarted for the next call")
+        if status == "timeout":
+            return Outcome(error=f"TimeoutError: the code took longer than {self.timeout:g} s "
+                                 "(the time limit) and was stopped")
+        return Outcome(error=f"the code's worker process failed ({status}); it is restarted "
+                             "for the next call")
 
-    @staticmethod
-    def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes | None, str]:
-        """One answer line and "ok", or None and why: "timeout", "ended", "too long"."""
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        chunks: list[bytes] = []
-        size = 0
+    def _write(self, data: bytes, deadline: float) -> str:
+        """Write ``data`` to the worker by ``deadline``: "ok", "timeout" or "ended"."""
+        assert self._proc is not None and self._proc.stdin is not None
+        fd = self._proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                return "timeout"
+            try:
+                view = view[os.write(fd, view[:1 << 16]):]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return "ended"
+        return "ok"
+
+    def _receive(self, deadline: float) -> tuple[Any, str]:
+        """One ``<length>\\n<JSON>`` message by ``deadline``, and "ok"; or None and why:
+        "timeout", "ended" or "garbled"."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        data, size = bytearray(), -1
         while True:
+            if size < 0 and b"\n" in data:
+                header, _, rest = bytes(data).partition(b"\n")
+                if not header.isdigit() or int(header) > MAX_MESSAGE:
+                    return None, "garbled"
+                size, data = int(header), bytearray(rest)
+            if size >= 0 and len(data) >= size:
+                try:
+                    return (json.loads(data), "ok") if len(data) == size else (None, "garbled")
+                except (ValueError, RecursionError):
+                    return None, "garbled"
+            if size < 0 and len(data) > 32:
+                return None, "garbled"
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None, "timeout"
-            chunk = os.read(fd, 65536)
+            chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return None, "ended"
-            chunks.append(chunk)
-            size += len(chunk)
-            if b"\n" in chunk:
-                return b"".join(chunks).split(b"\n", 1)[0], "ok"
-            if size > MAX_ANSWER:
-                return None, "too long"
+            data += chunk
+
+
+def _well_formed(answer: Any) -> bool:
+    return (isinstance(answer, dict) and isinstance(answer.get("error"), (str, type(None)))
+            and isinstance(answer.get("printed", ""), str))
+
+
+# ---- cost -----------------------------------------------------------------------------------
+BENCH_POLICIES: Final = {
+    "trivial": "def controller(obs):\n    return obs\n",
+    "numpy controller": ("import numpy as np\ndef controller(obs):\n"
+                         "    hand, puck = np.array(obs['hand_pos']), np.array(obs['puck_pos'])\n"
+                         "    step = np.clip(puck - hand, -0.1, 0.1)\n"
+                         "    return (hand + step).tolist() + [1.0]\n"),
+}
+
+
+def _calls(box: Sandbox, calls: int, pause: float) -> str:
+    """Median and 90th percentile of ``calls`` calls, ``pause`` seconds apart (untimed)."""
+    obs = {"hand_pos": [0.0, 0.6, 0.2], "puck_pos": [0.1, 0.7, 0.02]}
+    spent = []
+    for _ in range(calls):
+        time.sleep(pause)
+        start = time.perf_counter()
+        outcome = box.call(obs)
+        spent.append(time.perf_counter() - start)
+        assert outcome.ok, outcome.error
+    spent.sort()
+    return (f"{1e6 * spent[len(spent) // 2]:.0f} us per call (90th percentile "
+            f"{1e6 * spent[9 * len(spent) // 10]:.0f} us)")
+
+
+def bench(calls: int) -> None:
+    """Print what a sandbox costs: the one-off check, a start, a load, a call back to back and
+    a call 1 ms after the last (as after an environment step)."""
+    start = time.perf_counter()
+    problem = sandbox_bwrap.problem()
+    print(f"check that the OS sandbox works here: {1e3 * (time.perf_counter() - start):.0f} ms"
+          f" ({problem or 'it does'}); {calls} calls each")
+    for isolation in [i for i in ISOLATIONS if i != "os" or problem is None]:
+        with Sandbox(timeout=5.0, isolation=isolation) as box:
+            start = time.perf_counter()
+            box.load(BENCH_POLICIES["trivial"], "controller")
+            first = time.perf_counter() - start
+            start = time.perf_counter()
+            for _ in range(20):
+                box.load(BENCH_POLICIES["trivial"], "controller")
+            print(f"isolation={isolation}: start and first load {1e3 * first:.0f} ms, then "
+                  f"{1e3 * (time.perf_counter() - start) / 20:.1f} ms per load")
+            for name, code in BENCH_POLICIES.items():
+                box.load(code, "controller")
+                print(f"  {name}: back to back {_calls(box, calls, 0.0)}; 1 ms apart "
+                      f"{_calls(box, calls, 0.001)}")
+
+
+def bench_rollouts(rollouts: int) -> None:
+    """Print the median time of a 30-action Meta-World rollout of the starting code, played
+    in the sandbox and called in this process (needs ``pip install -e '.[optim]'``)."""
+    from llm_in_the_loop.code_policy import METAWORLD_CODE, MetaWorldTarget, sandboxed
+
+    target = MetaWorldTarget(horizon=30, substeps=10, seed=0)
+    namespace: dict[str, Any] = {}
+    exec(METAWORLD_CODE, namespace)  # noqa: S102 - the project's own starting code
+    times: dict[str, list[float]] = {"in the sandbox": [], "in this process": []}
+    with Sandbox(timeout=5.0, isolation="os" if sandbox_bwrap.problem() is None else "none"
+                 ) as box:
+        box.load(METAWORLD_CODE, "controller")
+        policies = {"in the sandbox": sandboxed(box),
+                    "in this process": lambda obs: (namespace["controller"](obs), None)}
+        for seed in range(rollouts):
+            for name, policy in policies.items():
+                start = time.perf_counter()
+                steps = len(target.rollout(policy, seed).steps)
+                times[name].append(time.perf_counter() - start)
+        print(f"Meta-World rollouts of {steps} actions (isolation={box.isolation}), median of "
+              f"{rollouts}: " + ", ".join(f"{name} {1e3 * sorted(t)[len(t) // 2]:.0f} ms"
+                                           for name, t in times.items()))
+    target.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The policy-code sandbox's cost.")
+    parser.add_argument("--bench", action="store_true", help="time a start, loads and calls")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rollouts", type=int, default=0,
+                        help="also time this many Meta-World rollouts (needs '.[optim]')")
+    args = parser.parse_args(argv)
+    if not args.bench:
+        parser.error("nothing to do: pass --bench")
+    logging.basicConfig(level=logging.WARNING)
+    bench(args.calls)
+    if args.rollouts:
+        bench_rollouts(args.rollouts)
+
+
+if __name__ == "__main__":
+    main()

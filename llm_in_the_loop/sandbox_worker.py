@@ -1,168 +1,345 @@
 """The process that runs policy code written by a language model (started by
-:class:`baselines.sandbox.Sandbox`; stdlib and numpy only, run with ``python -I``).
+:class:`llm_in_the_loop.sandbox.Sandbox`, inside the namespaces of :mod:`llm_in_the_loop.sandbox_bwrap`
+unless ``sandbox=none``; stdlib and numpy only, run with ``python -I -S``).
 
-Protocol: one JSON object per line on stdin, one answer per line on stdout.
-``{"op": "load", "code": ..., "entry": "controller"}`` defines the code's function ``entry``;
-``{"op": "call", "arg": ...}`` calls it on the argument. Answers: ``{"ok": true, "value": ...,
-"printed": ...}`` or ``{"error": "ZeroDivisionError: division by zero (line 3: ...)"}``.
+This process, the supervisor, never runs the code itself. Each load and each call runs in a
+child forked for it alone (ahead of time, while the run is busy elsewhere, so a call does not
+wait for a new process to be scheduled):
 
-What the code can reach: the builtins without ``open``, ``eval``, ``exec``, ``compile``,
-``input``, ``breakpoint`` and the like; ``import`` of :data:`ALLOWED_MODULES` only (already
-loaded before the code runs); ``np``, ``math`` and ``random`` as globals. Beneath that, an audit
-hook refuses file, process, network, ``ctypes`` and new-module events, and resource limits cap
-memory and forbid writing files. The parent enforces the time limit by killing this process.
+- the child keeps only a pipe from which it reads its one request, then closes it, and a pipe
+  to the supervisor (its fd 1 and 2); the supervisor's pipes to the run are closed before the
+  request is read, so nothing the code does reaches the run;
+- in the sandbox, a seccomp filter (:mod:`llm_in_the_loop.sandbox_seccomp`) refuses threads,
+  processes, sockets and signals, so nothing outlives the child, which the supervisor kills
+  once its answer is in or at the time limit; each call runs the code from its top, never from
+  what an earlier call left;
+- the child writes its answer last, framed as ``payload + u32 length + MAGIC``. The supervisor
+  takes the first whole frame on the pipe: bytes the code writes itself (a forged JSON line)
+  are never a frame, so never an answer, and a frame forged on purpose can only answer its own
+  call, like a return value: each call has its own pipes and child, so no answer can shift.
+
+Protocol with the run (both ways): ``<length>\\n<JSON>``. Requests ``{"op": "load", "code",
+"entry"}`` and ``{"op": "call", "arg"}``; answers ``{"value", "error", "printed"}``; the first
+message is ``{"ready": true}``.
 """
 
 from __future__ import annotations
 
-import builtins
+import gc
+import importlib
 import io
 import json
-import math
 import os
-import random
 import resource
+import select
+import signal
+import struct
 import sys
-from typing import Any, Final
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any, BinaryIO, Final, NoReturn
 
 import numpy as np
 
-# Importable by the code (each loaded here first, so importing it later loads nothing new).
-ALLOWED_MODULES: Final = ("math", "random", "numpy", "itertools", "functools", "collections",
-                          "statistics", "heapq", "bisect", "operator", "copy", "string", "re",
-                          "json", "typing", "dataclasses", "enum", "fractions", "decimal")
-_REMOVED_BUILTINS: Final = ("open", "eval", "exec", "compile", "input", "breakpoint", "help",
-                            "exit", "quit", "globals", "vars", "memoryview", "__loader__",
-                            "__spec__", "copyright", "credits", "license")
-# Audit events refused once the code may run (by prefix; "import" = loading a new module).
-_REFUSED: Final = ("open", "import", "os.", "shutil.", "subprocess.", "_posixsubprocess",
-                   "socket.", "ctypes.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
-                   "imaplib.", "nntplib.", "telnetlib.", "webbrowser.", "pty.", "fcntl.",
-                   "mmap.", "resource.", "signal.", "sys.addaudithook", "sys.remote_exec",
-                   "gc.get_referrers", "gc.get_referents", "gc.get_objects", "glob.",
-                   "tempfile.", "sqlite3.", "marshal.load", "pickle.find_class", "code.__new__",
-                   "function.__new__", "cpython.run_", "builtins.input", "sys._getframe",
-                   "sys._current_frames")
-SOURCE: Final = "<policy>"
-MAX_PRINTED: Final = 2000
+from .sandbox_guards import ALLOWED_MODULES, SOURCE, as_data, audit, define, describe
+from .sandbox_seccomp import Filter, architecture
+
+MAX_PRINTED: Final = 2000  # characters of printed text (and of an error) sent back
+MAX_ANSWER: Final = 1 << 20  # bytes of one answer
+MAX_FILES: Final = 256  # open files per process
+MAGIC: Final = b"\x00ELLM-END"  # ends the child's answer frame: payload, u32 length, MAGIC
+_TRAILER: Final = struct.Struct("<I")
+_PR_SET_PDEATHSIG: Final = 1
+# numpy's modules loaded on first use, loaded here: the code may not load modules
+NUMPY_PARTS: Final = ("numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial")
+Prctl = Callable[..., int]
+# Run by each child before its request: the pages a call writes are then copied already.
+_WARM_UP: Final = compile("def f(obs):\n    return [obs, 1.5]\n", SOURCE, "exec")
 
 
-def _audit(event: str, args: tuple) -> None:
-    if event.startswith(_REFUSED):
-        raise PermissionError(f"{event} is not allowed in policy code")
+@dataclass(frozen=True)
+class Loaded:
+    code: str
+    entry: str
+    compiled: CodeType | None = None  # compiled once the code has loaded in a child
 
 
-def _safe_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
-                 level: int = 0) -> Any:
-    if level or name.split(".")[0] not in ALLOWED_MODULES or name not in sys.modules:
-        raise ImportError(f"policy code may import only {', '.join(ALLOWED_MODULES)} "
-                          f"(not {name!r})")
-    return builtins.__import__(name, globals, locals, fromlist, level)
+def _error(text: str) -> dict[str, Any]:
+    return {"value": None, "error": text, "printed": ""}
 
 
-def _namespace() -> dict[str, Any]:
-    safe = {k: v for k, v in vars(builtins).items() if k not in _REMOVED_BUILTINS}
-    safe["__import__"] = _safe_import
-    return {"__builtins__": safe, "__name__": "policy", "np": np, "numpy": np, "math": math,
-            "random": random}
+def _libc_prctl() -> Prctl | None:
+    if sys.platform != "linux":
+        return None
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).prctl
 
 
-def _where(err: BaseException, code: str) -> str:
-    """`` (line N: <source line>)`` of the deepest frame in the policy code, or ""."""
-    lines = code.splitlines()
-    lineno = err.lineno if isinstance(err, SyntaxError) and err.filename == SOURCE else None
-    tb = err.__traceback__
-    while tb is not None:  # no source file is read: the code's own lines are at hand
-        if tb.tb_frame.f_code.co_filename == SOURCE:
-            lineno = tb.tb_lineno
-        tb = tb.tb_next
-    if lineno is None or not 0 < lineno <= len(lines):
-        return ""
-    return f" (line {lineno}: {lines[lineno - 1].strip()})"
+# ---- the child ------------------------------------------------------------------------------
+def _answer(request: dict[str, Any], loaded: Loaded | None) -> dict[str, Any]:
+    """The child's untrusted step: define the code (the request's for a load, else the one
+    loaded when the child was forked) and call it on the request's argument."""
+    if request["op"] == "probe":
+        return _probe()
+    if request["op"] == "load":
+        loaded = Loaded(str(request["code"]), str(request["entry"]))
+    assert loaded is not None  # the supervisor answers a call without code itself
+    printed = io.StringIO()
+    sys.stdout = sys.__stdout__ = printed
+    sys.stderr = sys.__stderr__ = io.StringIO()
+    sys.addaudithook(audit)
+    try:
+        function = define(loaded.compiled or loaded.code, loaded.entry)
+        value = as_data(function(request["arg"])) if request["op"] == "call" else None
+        return {"value": value, "printed": printed.getvalue()[:MAX_PRINTED]}
+    except BaseException as err:  # noqa: BLE001 - the code's error is its answer
+        return {"error": describe(err, loaded.code)}
 
 
-def _describe(err: BaseException, code: str) -> str:
-    detail = err.msg if isinstance(err, SyntaxError) else str(err)
-    if isinstance(err, MemoryError):
-        detail = "the code used more memory than allowed"
-    return f"{type(err).__name__}{': ' * bool(detail)}{detail}{_where(err, code)}"
+def _probe() -> dict[str, Any]:
+    """Whether the filter refuses a socket and a process (``sandbox_bwrap.usable``)."""
+    import socket
+    try:
+        socket.socket().close()
+        return {"error": "the seccomp filter let the code open a socket"}
+    except PermissionError:
+        pass
+    try:
+        if os.fork() == 0:
+            os._exit(0)
+        return {"error": "the seccomp filter let the code start a process"}
+    except PermissionError:
+        return {"value": "refused"}
 
 
-def _plain(value: Any) -> Any:
-    """numpy values as plain JSON data; anything else that JSON refuses raises TypeError."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"the function returned a {type(value).__name__}, which is not plain data")
+def _serve(loaded: Loaded | None, sandbox: Filter | None, prctl: Prctl | None) -> bytes | None:
+    """Restrict this process, wait for its request on fd 0, answer it; None if none came."""
+    os.closerange(3, MAX_FILES)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if sandbox is not None:
+        sandbox.install()  # an OSError here stops the child before it reads any request
+    np.random.seed(int.from_bytes(os.urandom(4), "little"))  # random reseeds itself at a fork
+    json.dumps(as_data(define(_WARM_UP, "f")(json.loads('{"x": [0.5]}'))))
+    with os.fdopen(0, "rb") as requests:
+        body = requests.read()
+    if not body:
+        return None  # the supervisor ended or discarded this child
+    payload = json.dumps(_answer(json.loads(body), loaded)).encode()
+    if len(payload) > MAX_ANSWER:
+        return json.dumps({"error": f"the code returned more than {MAX_ANSWER} bytes of "
+                                    "data"}).encode()
+    return payload
 
 
-class Worker:
-    def __init__(self) -> None:
-        self.code = ""
-        self.function: Any = None
-
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("op") == "load":
-            return self.load(str(request["code"]), str(request["entry"]))
-        if request.get("op") == "call":
-            return self.call(request.get("arg"))
-        return {"error": f"unknown request {request.get('op')!r}"}
-
-    def load(self, code: str, entry: str) -> dict[str, Any]:
-        self.code, self.function = code, None
-        namespace = _namespace()
+def _child(loaded: Loaded | None, sandbox: Filter | None, prctl: Prctl | None) -> NoReturn:
+    """A forked child's life (its request on fd 0, its answer pipe on fd 1 and 2): serve,
+    write the answer's frame, exit, whatever happens."""
+    try:
         try:
-            exec(compile(code, SOURCE, "exec"), namespace)  # noqa: S102 - what the sandbox is for
-        except (Exception, SystemExit) as err:  # noqa: BLE001 - the code's error is its answer
-            return {"error": _describe(err, code)}
-        function = namespace.get(entry)
-        if not callable(function):
-            return {"error": f"the code defines no function {entry}()"}
-        self.function = function
-        return {"ok": True}
+            payload = _serve(loaded, sandbox, prctl)
+        except Exception as err:  # noqa: BLE001 - an answer all the same
+            payload = json.dumps({"error": f"the sandbox could not run the code: "
+                                           f"{type(err).__name__}: {err}"}).encode()
+        if payload is not None:
+            frame = payload + _TRAILER.pack(len(payload)) + MAGIC
+            for start in range(0, len(frame), 1 << 16):
+                os.write(1, frame[start:start + (1 << 16)])
+    finally:
+        os._exit(0)
 
-    def call(self, arg: Any) -> dict[str, Any]:
-        if self.function is None:
-            return {"error": "no code loaded"}
-        printed = io.StringIO()
-        sys.stdout = printed
-        try:
-            value = self.function(arg)
-            answer = {"ok": True, "value": json.loads(json.dumps(value, default=_plain))}
-        except (Exception, SystemExit) as err:  # noqa: BLE001 - the code's error is its answer
-            answer = {"error": _describe(err, self.code)}
-        finally:
-            sys.stdout = sys.__stdout__
-        answer["printed"] = printed.getvalue()[:MAX_PRINTED]
+
+# ---- the supervisor -------------------------------------------------------------------------
+def _frame(tail: bytes) -> dict[str, Any] | None:
+    """The child's answer if ``tail`` ends with a whole frame (module docstring), else None."""
+    if len(tail) < _TRAILER.size + len(MAGIC) or not tail.endswith(MAGIC):
+        return None
+    body = tail[:-len(MAGIC)]
+    (size,) = _TRAILER.unpack(body[-_TRAILER.size:])
+    payload = body[-_TRAILER.size - size:-_TRAILER.size]
+    if len(payload) != size:
+        return None
+    try:
+        answer = json.loads(payload)
+    except (ValueError, RecursionError, MemoryError):
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("error"), (str, type(None))) \
+            or not isinstance(answer.get("printed", ""), str):
+        return _error("the code's answer was unreadable (nested too deeply?)")
+    error = answer.get("error")
+    return {"value": None if error is not None else answer.get("value"),
+            "error": None if error is None else error[:MAX_PRINTED],
+            "printed": answer.get("printed", "")[:MAX_PRINTED]}
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+        return f"the code's process was killed by {name}"
+    code = os.waitstatus_to_exitcode(status)
+    return f"the code's process ended without an answer (exit code {code})"
+
+
+@dataclass(frozen=True)
+class Spare:
+    """A child forked ahead, waiting for its request."""
+
+    pid: int
+    requests: int  # the write end of its request pipe
+    answers: int  # the read end of its answer pipe
+    loaded: Loaded | None  # the code it holds for a call
+
+
+class Supervisor:
+    """Holds the loaded code; answers each request from a fresh child under the time limit."""
+
+    def __init__(self, timeout: float, sandbox: Filter | None) -> None:
+        self.timeout = timeout
+        self.sandbox = sandbox
+        self.prctl = _libc_prctl()
+        self.loaded: Loaded | None = None
+        self.spare: Spare | None = None  # the next child, forked ahead
+        self.dying: list[int] = []  # killed children, reaped once their answer is sent
+
+    def handle(self, body: bytes) -> dict[str, Any]:
+        request = json.loads(body)
+        op = request.get("op") if isinstance(request, dict) else None
+        if op == "call" and self.loaded is None:
+            return _error("no code loaded")
+        if op not in ("load", "call", "probe"):
+            return _error(f"unknown request {op!r}")
+        answer = self.run(body, call=op == "call")
+        if op == "load":  # a call after a failed load has no code
+            code, entry = str(request["code"]), str(request["entry"])
+            self.loaded = (None if answer["error"] is not None  # it compiled in the child
+                           else Loaded(code, entry, compile(code, SOURCE, "exec")))
         return answer
 
+    def prepare(self) -> None:
+        """Fork the next child, holding the loaded code, before its request comes."""
+        if self.spare is not None and self.spare.loaded is not self.loaded:
+            self._discard()
+        if self.spare is None:
+            self.spare = self._fork()
 
-def main() -> None:
-    memory = int(sys.argv[1]) * 2**20 if len(sys.argv) > 1 else 1024 * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    for name in ALLOWED_MODULES:
-        __import__(name)
-    requests = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-    sys.stdout = sys.__stdout__ = io.StringIO()  # the code's prints never reach the protocol
-    sys.stdin = sys.__stdin__ = io.StringIO()
-    worker = Worker()
-    sys.addaudithook(_audit)
-    for line in requests:
+    def _fork(self) -> Spare:
+        child_requests, requests = os.pipe()
+        answers, child_answers = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(child_requests, 0)
+            os.dup2(child_answers, 1)
+            os.dup2(child_answers, 2)
+            _child(self.loaded, self.sandbox, self.prctl)
+        os.close(child_requests)
+        os.close(child_answers)
+        return Spare(pid, requests, answers, self.loaded)
+
+    def run(self, body: bytes, call: bool = False) -> dict[str, Any]:
+        """The answer to ``body`` from the spare child (which must hold the loaded code for a
+        ``call``); the child is killed before the answer is returned (``reap`` collects it)."""
+        if call and self.spare is not None and self.spare.loaded is not self.loaded:
+            self._discard()
+        child, self.spare = self.spare or self._fork(), None
+        deadline = time.monotonic() + self.timeout
         try:
-            answer = worker.handle(json.loads(line))
-        except (ValueError, KeyError) as err:
-            answer = {"error": f"bad request: {err}"}
-        except MemoryError:
-            answer = {"error": "MemoryError: the code used more memory than allowed"}
+            with os.fdopen(child.requests, "wb") as requests:
+                requests.write(body)
+        except BrokenPipeError:
+            pass  # it died before reading: its exit status says how
         try:
-            data = json.dumps(answer)
-        except (TypeError, ValueError) as err:
-            data = json.dumps({"error": f"the function's result cannot be sent back: {err}"})
-        answers.write(data.encode() + b"\n")
+            answer, closed = self._collect(child.answers, deadline)
+        finally:
+            os.close(child.answers)
+        if closed:
+            _, status = os.waitpid(child.pid, 0)
+            return answer or _error(_ended(status))
+        os.kill(child.pid, signal.SIGKILL)  # its answer is in, or its time is up
+        self.dying.append(child.pid)
+        return answer or _error(f"TimeoutError: the code took longer than {self.timeout:g} s "
+                                "(the time limit) and was stopped")
+
+    def reap(self) -> None:
+        """Collect the killed children that are gone (without waiting for the others)."""
+        self.dying = [pid for pid in self.dying if os.waitpid(pid, os.WNOHANG) == (0, 0)]
+
+    def _discard(self) -> None:
+        assert self.spare is not None
+        os.close(self.spare.requests)  # it reads nothing and exits
+        os.close(self.spare.answers)
+        self.dying.append(self.spare.pid)
+        self.spare = None
+
+    @staticmethod
+    def _collect(fd: int, deadline: float) -> tuple[dict[str, Any] | None, bool]:
+        """The child's answer (None if none came by ``deadline``), and whether the child closed
+        the pipe. Only the end of what it wrote is kept: enough for one whole frame."""
+        keep = MAX_ANSWER + _TRAILER.size + len(MAGIC)
+        tail = b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None, False
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return _frame(tail), True
+            tail = (tail + chunk)[-keep:]
+            if (answer := _frame(tail)) is not None:
+                return answer, False
 
 
-if __name__ == "__main__":
-    main()
+def read_message(stream: BinaryIO) -> bytes | None:
+    """The JSON body of one ``<length>\\n<JSON>`` message; None at the end of the stream."""
+    header = stream.readline(32)
+    return stream.read(int(header)) if header else None
+
+
+def message(data: Any) -> bytes:
+    body = json.dumps(data).encode()
+    return b"%d\n" % len(body) + body
+
+
+def _limit(memory_mb: int) -> None:
+    memory = memory_mb * 2**20
+    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, 0),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, MAX_FILES)):
+        resource.setrlimit(limit, (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing a file fails instead of killing
+
+
+def main(args: list[str]) -> None:
+    """``args``: memory limit (MB), time limit (s), mode: sandbox | none | check (the filter
+    refuses a socket and a process: one answer, then exit)."""
+    memory_mb, timeout, mode = int(args[0]), float(args[1]), args[2]
+    _limit(memory_mb)
+    prctl = _libc_prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    for name in (*ALLOWED_MODULES, *NUMPY_PARTS):
+        importlib.import_module(name)
+    sandbox = None
+    if mode != "none":  # "sandbox" or "check": never run code without the filter
+        arch = architecture()
+        if arch is None:
+            raise SystemExit("no seccomp filter for this machine")
+        sandbox = Filter(arch)
+    requests = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb", buffering=0)
+    supervisor = Supervisor(timeout, sandbox)
+    if mode == "check":
+        answers.write(message(supervisor.run(b'{"op": "probe"}')))
+        return
+    gc.freeze()  # the children's collections skip what exists now: fewer pages copied per fork
+    supervisor.prepare()
+    answers.write(message({"ready": True}))
+    while (body := read_message(requests)) is not None:
+        try:
+            data = message(supervisor.handle(body))
+        except (ValueError, KeyError, RecursionError) as err:  # a bad request or answer
+            data = message(_error(f"the request or its answer was unreadable: {err}"))
+        answers.write(data)
+        supervisor.reap()
+        supervisor.prepare()
