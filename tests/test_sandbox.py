@@ -250,7 +250,7 @@ def test_without_the_os_sandbox_code_is_refused_unless_none(monkeypatch, caplog)
     try:
         with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
             Sandbox()
-        cfg = OmegaConf.load(ROOT / "code_policy.yaml")
+        cfg = OmegaConf.load(ROOT / "llm_in_the_loop" / "code_policy.yaml")
         cfg.env_spec.lm_spec.base_url = "http://127.0.0.1:9/v1"
         with pytest.raises(ConfigError, match="sandbox=os: bubblewrap is not installed.*"
                                               "sandbox=none runs it without OS isolation"):
