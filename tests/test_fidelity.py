@@ -189,7 +189,7 @@ def test_every_v1_id_is_the_paper_setting(name):
 # ---------------------------------------------------------------- hierarchical chains
 
 def test_hierarchical_chains_are_the_originals():
-    from ellm.reward import TASK_CHAINS
+    from ellm.games.crafter.task import TASK_CHAINS
 
     assert TASK_CHAINS["place crafting table"] == ("chop tree", "place crafting table")
     assert TASK_CHAINS["place furnace"][-5:] == ("mine stone",) * 4 + ("place furnace",)
@@ -362,7 +362,7 @@ def _task_step(env, task, name):
 
 
 def test_plant_row_pays_a_sapling_planted_beside_a_plant_only():
-    from ellm.reward import SingleTaskReward
+    from ellm.games.crafter.task import SingleTaskReward
 
     env = blank_env()
     env.player.inventory["sapling"] = 2
@@ -373,7 +373,7 @@ def test_plant_row_pays_a_sapling_planted_beside_a_plant_only():
 
 
 def test_make_workshop_pays_a_table_placed_beside_a_table():
-    from ellm.reward import SingleTaskReward
+    from ellm.games.crafter.task import SingleTaskReward
 
     env = blank_env()
     env.player.inventory["wood"] = 2
@@ -384,7 +384,7 @@ def test_make_workshop_pays_a_table_placed_beside_a_table():
 
 
 def test_chop_grass_with_wood_pickaxe_pays_only_with_the_pickaxe_held():
-    from ellm.reward import SingleTaskReward
+    from ellm.games.crafter.task import SingleTaskReward
 
     task = SingleTaskReward("chop grass with wood pickaxe")
     for held, paid in ((0, 0.0), (1, 1.0)):
@@ -398,7 +398,7 @@ def test_chop_grass_with_wood_pickaxe_pays_only_with_the_pickaxe_held():
 
 
 def test_deforestation_vegetarianism_survival_are_paid_as_the_original_paid_them():
-    from ellm.reward import SURVIVAL_REWARD, SingleTaskReward
+    from ellm.games.crafter.task import SURVIVAL_REWARD, SingleTaskReward
 
     trees = SingleTaskReward("deforestation")
     assert [trees("chop tree", True) for _ in range(5)] == [0.0] * 4 + [1.0]
@@ -412,7 +412,7 @@ def test_deforestation_vegetarianism_survival_are_paid_as_the_original_paid_them
 
 def test_task_name_tasks_pay_only_through_their_chain():
     """The original compared the action with the task's own name unless hierarchical."""
-    from ellm.reward import SingleTaskReward
+    from ellm.games.crafter.task import SingleTaskReward
 
     flat = SingleTaskReward("gardening")
     assert [flat(a, True) for a in ("chop grass", "chop tree", "place plant")] == [0.0] * 3

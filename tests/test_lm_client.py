@@ -28,6 +28,7 @@ from ellm.lm import (
 from ellm.lm import client as lm_client
 from ellm.lm import config as lm_config
 from ellm.lm.answers import prompt_token_bound
+from text_crafter import SYNONYMS
 
 STATE = TextState("You see grass, tree, and water. You are targeting tree.",
                   "You have in your inventory wood.", "You feel hungry.", {"wood": 1})
@@ -45,7 +46,7 @@ def spec(**kw: Any) -> dict[str, Any]:
 
 def make(server: OpenAITestServer, tmp_path: Path, **kw: Any) -> GPTLanguageModel:
     lm = build_suggester(spec(**kw), all_goals=[], cache_dir=tmp_path / "cache",
-                         base_url=server.base_url)
+                         base_url=server.base_url, synonyms=SYNONYMS)
     assert isinstance(lm, GPTLanguageModel)
     return lm
 

@@ -21,6 +21,7 @@ from ellm.lm import (
     parse_lm_spec,
 )
 from ellm.lm.prompts import BulletPrompt, load_prompt, parse_bullets, state_description
+from text_crafter import SYNONYMS
 from text_crafter.actions import GOOD_ACTIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def test_sleep_only_when_sleepy():
 
 
 def test_novelty_filter_with_synonyms_and_reset():
-    lm = SimpleOracle(paper_setting=False)
+    lm = SimpleOracle(paper_setting=False, synonyms=SYNONYMS)
     state = TextState("You see cow and tree.", "", "", {})
     lm.mark_achieved("eat cow")
     assert lm.suggest(state) == ["chop tree"]
@@ -91,7 +92,7 @@ def test_novelty_filter_with_synonyms_and_reset():
 
 def test_baseline_suggests_unachieved_goals_and_turns_gate_off():
     goals = ["chop tree", "drink water", "eat cow", "attack cow"]
-    lm = BaselineModel(goals)
+    lm = BaselineModel(goals, synonyms=SYNONYMS)
     assert lm.uses_success_gate is False and SimpleOracle.uses_success_gate is True
     assert lm.suggest(TextState("You see .")) == goals
     lm.mark_achieved("attack cow")
@@ -153,7 +154,8 @@ CHILD = textwrap.dedent("""
                "skeleton, stone, tree, water, and zombie.")
     counts = dict.fromkeys(["wood", "stone", "coal", "iron", "sapling", "wood_pickaxe",
                             "stone_pickaxe", "iron_pickaxe"], 1)
-    lm = SimpleOracle(paper_setting=False)
+    from text_crafter import SYNONYMS
+    lm = SimpleOracle(paper_setting=False, synonyms=SYNONYMS)
     lm.mark_achieved("eat cow")
     out = lm.suggest(TextState(caption, "", "You feel sleepy.", counts))
     print(json.dumps([out, BaselineModel(GOOD_ACTIONS).suggest(TextState(caption))]))

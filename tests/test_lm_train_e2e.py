@@ -93,7 +93,7 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(tra
     assert config["openai_key"] is None  # train.py takes the legacy key out of argv
     assert config["env_spec"]["lm_spec"]["openai_key"] is None
     # The run records the model that answered, and the report names the method after it.
-    assert config["method"] == "ellm-llm"
+    assert config["method"] == "ellm"
     assert config["env_spec"]["lm_spec"]["lm"] == "served-model"
     assert {r.body["model"] for r in server.requests} == {"served-model"}
     assert method_name(config) == "ELLM-served-model"
