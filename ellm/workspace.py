@@ -281,6 +281,7 @@ class Workspace:
             "train/fps": summary["length"] / elapsed,
             "train/epsilon": self.agent.epsilon(self.frame),
             "train/buffer_size": self.storage.num_transitions,
+            "train/updates": self.agent.num_updates,  # gradient updates so far, cumulative
             **{f"train/{k}": summary[k] for k in DIAGNOSTICS},
             **{f"reward/{k}": summary[k] for k in self.reward_metrics},
             **self.game.episode_metrics(stats),
