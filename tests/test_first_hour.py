@@ -19,7 +19,7 @@ def test_help_lists_only_our_groups_and_the_documented_keys(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert ("  agent: apt, dqn, noveld, rnd\n  method: apt, ellm, extrinsic, noveld, novelty, random, "
-            "rnd\n  preset: cpu_small\n") in out
+            "rnd\n  preset: cpu_medium, cpu_small\n") in out
     assert ".venv" not in out and "site-packages" not in out and "test_utils" not in out
     assert "num_train_frames: 5000000          # env steps to train for" in out  # config.yaml
     assert not list(tmp_path.iterdir())

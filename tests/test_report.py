@@ -357,7 +357,7 @@ def test_group_by_adds_config_values(sweep):
 
 
 # ------------------------------------------------------------------------ CPU preset
-def test_cpu_preset_changes_only_budget_eval_and_epsilon():
+def test_cpu_presets_change_only_budget_eval_and_epsilon():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -384,6 +384,15 @@ def test_cpu_preset_changes_only_budget_eval_and_epsilon():
         "agent.train_eps_decay_steps": (1_000_000, 30_000),
     }
     assert set(paper) == set(preset)
+    medium = flat(["preset=cpu_medium"])
+    changed = {k: (paper.get(k), v) for k, v in medium.items() if paper.get(k) != v}
+    assert changed == {  # the paper's schedule in proportion: epsilon over the first fifth
+        "experiment": ("exp", "cpu_medium"),
+        "num_train_frames": (5_000_000, 200_000),
+        "eval_every_frames": (25_000, 10_000),
+        "agent.train_eps_decay_steps": (1_000_000, 40_000),
+    }
+    assert set(paper) == set(medium)
 
 
 @pytest.mark.e2e
