@@ -32,19 +32,18 @@ import torch
 from baselines.intrinsic import IntrinsicReward, Scorer, WindowReward, window_stacks
 from ellm.agent import AgentOptions, DQNAgent, check_same
 from ellm.errors import ConfigError
-from ellm.schema import integer, is_num, valid
+from ellm.schema import boolean_or_auto, integer, non_negative, number, positive
 
 
 @dataclass(frozen=True)
 class IntrinsicOptions(AgentOptions):
     """The ``agent`` keys every intrinsic-reward baseline adds (``agent/rnd.yaml``)."""
 
-    use_language: bool | str = valid("true, false or auto",
-                                     lambda v: isinstance(v, bool) or v == "auto", "auto")
-    language_weight: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0, 0.5)
-    extr_rew_weight: float = valid("a number", is_num, 1.0)  # read by the loop
+    use_language: bool | str = boolean_or_auto("auto")
+    language_weight: float = non_negative(0.5)
+    extr_rew_weight: float = number(1.0)  # read by the loop
     rep_dim: int = integer(1, 512)
-    intrinsic_lr: float = valid("a positive number", lambda v: is_num(v) and v > 0, 1e-4)
+    intrinsic_lr: float = positive(1e-4)
 
     def __post_init__(self) -> None:
         super().__post_init__()

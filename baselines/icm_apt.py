@@ -32,7 +32,7 @@ from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, 
 from baselines.paper import PaperAPT
 from ellm.agent import AgentOptions
 from ellm.errors import ConfigError
-from ellm.schema import integer, is_num, valid
+from ellm.schema import boolean_or_auto, integer, non_negative
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -136,9 +136,8 @@ class APTOptions(IntrinsicOptions):
     """The ``agent`` keys of APT (``agent/apt.yaml``); the language module is off by default
     and weighs 1, as the original's."""
 
-    use_language: bool | str = valid("true, false or auto",
-                                     lambda v: isinstance(v, bool) or v == "auto", False)
-    language_weight: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0, 1.0)
+    use_language: bool | str = boolean_or_auto(False)
+    language_weight: float = non_negative(1.0)
     knn_k: int = integer(1, 12)
     icm_hidden_dim: int = integer(1, 1024)
 

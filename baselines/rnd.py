@@ -29,7 +29,7 @@ from baselines.agent import IntrinsicAgent, IntrinsicOptions
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder
 from baselines.paper import PaperRND
 from ellm.agent import AgentOptions
-from ellm.schema import boolean, is_num, valid
+from ellm.schema import boolean, non_negative
 
 
 class RND:
@@ -93,7 +93,7 @@ class RNDOptions(IntrinsicOptions):
     """The ``agent`` keys of RND and NovelD (``agent/rnd.yaml``)."""
 
     noveld: bool = boolean(False)
-    noveld_alpha: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0, 1.0)
+    noveld_alpha: float = non_negative(1.0)
 
 
 class RNDAgent(IntrinsicAgent):

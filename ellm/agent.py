@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ellm import schema
 from ellm.embed import SentenceEmbedder
 from ellm.errors import ConfigError
 from ellm.networks import ENCODER_MODULES, QNetwork
 from ellm.reward import BatchReward
-from ellm.schema import boolean, integer, is_num, one_of, parse_keywords, probability, valid
 from ellm.text_input import StringTable, TextInput, text_seed
 
 
@@ -36,25 +36,25 @@ class AgentOptions:
     """The ``agent`` keys of ellm's DQN (documented in ``config.yaml``); every agent class
     takes them. The defaults are for agents built in Python."""
 
-    lr: float = valid("a positive number", lambda v: is_num(v) and v > 0, 6.25e-5)
-    use_image: bool = boolean(True)
-    use_goal: bool = boolean(False)
-    use_language_state: str | None = one_of(None, "sbert", default=None)
-    goal_encoder_type: str = one_of("sbert", default="sbert")
-    finetune_settings: str = one_of("train_all", "linear", "critic", default="train_all")
-    other_model_prob: float = probability(0.5)
-    update_every_steps: int = integer(1, 4)
-    critic_target_update_every_steps: int = integer(1, 8000)
-    critic_target_tau: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1, 1.0)
-    train_eps_decay_steps: int = integer(0, 1_000_000)
-    train_eps_min: float = probability(0.01)
-    train_eps_max: float = probability(1.0)
-    eval_eps: float = probability(0.001)
-    hidden_dim: int = integer(1, 512)
-    reward_scale: float = valid("a number", is_num, 1.0)
-    debug: bool = boolean(False)
-    reinit_text_encoder: bool | str = valid(
-        "true, false or auto", lambda v: isinstance(v, bool) or v == "auto", "auto")
+    lr: float = schema.positive(6.25e-5)
+    use_image: bool = schema.boolean(True)
+    use_goal: bool = schema.boolean(False)
+    use_language_state: str | None = schema.one_of(None, "sbert", default=None)
+    goal_encoder_type: str = schema.one_of("sbert", default="sbert")
+    finetune_settings: str = schema.one_of("train_all", "linear", "critic", default="train_all")
+    other_model_prob: float = schema.probability(0.5)
+    update_every_steps: int = schema.integer(1, 4)
+    critic_target_update_every_steps: int = schema.integer(1, 8000)
+    critic_target_tau: float = schema.valid(
+        "a number in (0, 1]", lambda v: schema.is_num(v) and 0 < v <= 1, 1.0)
+    train_eps_decay_steps: int = schema.integer(0, 1_000_000)
+    train_eps_min: float = schema.probability(0.01)
+    train_eps_max: float = schema.probability(1.0)
+    eval_eps: float = schema.probability(0.001)
+    hidden_dim: int = schema.integer(1, 512)
+    reward_scale: float = schema.number(1.0)
+    debug: bool = schema.boolean(False)
+    reinit_text_encoder: bool | str = schema.boolean_or_auto("auto")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # 1 -> 1.0: the numbers as the agent computes with them
@@ -135,7 +135,8 @@ class DQNAgent:
         del use_extr_rew  # the loop mixes the game reward in, once
         if options.get("use_language_state") is False:  # a common spelling of "off"
             options["use_language_state"] = None
-        self.options = o = parse_keywords(type(self).Options, options, "agent.", IGNORED_OPTIONS)
+        o = schema.parse_keywords(type(self).Options, options, "agent.", IGNORED_OPTIONS)
+        self.options = o
         self.obs_shape = tuple(int(x) for x in obs_shape)
         if len(self.obs_shape) != 3 or min(self.obs_shape) < 1:
             raise _config_error("obs_shape", obs_shape, "(frame_stack, height, width)")

@@ -16,8 +16,8 @@ from typing import Any
 
 from ellm.errors import ConfigError
 
-__all__ = ["boolean", "integer", "is_int", "is_num", "one_of", "parse", "parse_keywords",
-           "probability", "valid"]
+__all__ = ["boolean", "boolean_or_auto", "integer", "is_int", "is_num", "non_negative", "number",
+           "one_of", "parse", "parse_keywords", "positive", "probability", "valid"]
 
 
 def is_int(v: Any) -> bool:
@@ -44,6 +44,22 @@ def boolean(default: Any = MISSING) -> Any:
 
 def probability(default: Any = MISSING) -> Any:
     return valid("a probability in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1, default)
+
+
+def number(default: Any = MISSING) -> Any:
+    return valid("a number", is_num, default)
+
+
+def positive(default: Any = MISSING) -> Any:
+    return valid("a positive number", lambda v: is_num(v) and v > 0, default)
+
+
+def non_negative(default: Any = MISSING) -> Any:
+    return valid("a number >= 0", lambda v: is_num(v) and v >= 0, default)
+
+
+def boolean_or_auto(default: Any = MISSING) -> Any:
+    return valid("true, false or auto", lambda v: isinstance(v, bool) or v == "auto", default)
 
 
 def one_of(*choices: Any, default: Any = MISSING) -> Any:

@@ -238,7 +238,7 @@ def test_act_is_greedy_in_eval_and_uniform_when_exploring(embedder) -> None:
 
 def test_guided_exploration_frequency(embedder) -> None:
     # Goal-only networks keep the guide's greedy action cheap; the pixels play no part here.
-    small = dict(use_image=False, use_goal=True, hidden_dim=16)
+    small = {"use_image": False, "use_goal": True, "hidden_dim": 16}
     guide = make_agent(embedder, seed=7, **small)
     obs = make_obs()
     guide_action = guide.greedy_action(obs)

@@ -30,8 +30,8 @@ from baselines.intrinsic import (
 )
 from baselines.rnd import RND, RNDAgent
 from ellm.agent import DQNAgent
-from ellm.reward import BatchReward
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader, nstep_targets
+from ellm.reward import BatchReward
 
 GAMMA = 0.99
 OBS_SHAPE = (4, 84, 84)
@@ -581,5 +581,5 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
     assert resumed["agent"]["agent_target"] == first["agent"]["agent_target"]
     before, after = statistic_counts(first["agent"]), statistic_counts(resumed["agent"])
     assert before.keys() == after.keys() and bool(before) == ("intrinsic" in first["agent"])
-    for name, count in before.items():  # the plug-in's statistics went on from the snapshot
-        assert after[name] > count, name
+    for stat, count in before.items():  # the plug-in's statistics went on from the snapshot
+        assert after[stat] > count, stat

@@ -317,7 +317,7 @@ def test_a_finetuned_agent_embeds_with_the_pretrained_runs_random_transformer(se
     import torch
     from test_agent import make_agent, make_obs
 
-    kwargs = dict(use_goal=True, use_language_state="sbert", paper_setting=True)
+    kwargs = {"use_goal": True, "use_language_state": "sbert", "paper_setting": True}
     pretrained = make_agent(sentence_embedder, seed=1, **kwargs)
     finetuned = make_agent(sentence_embedder, seed=2, **kwargs)
     obs = make_obs()
