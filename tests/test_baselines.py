@@ -110,6 +110,43 @@ def test_running_mean_std_equals_the_statistic_of_all_values():
     assert (again.count, again.mean, again.m2) == (stats.count, stats.mean, stats.m2)
 
 
+def chan_merge(state: tuple, x: torch.Tensor) -> tuple:
+    """(count, mean, m2) after ``x``: sums of squared deviations merged (Chan et al.)."""
+    count, mean, m2 = state
+    x = x.to(torch.float64)
+    n, batch_mean = x.numel(), float(x.mean())
+    total, delta = count + n, batch_mean - mean
+    m2 += float(((x - batch_mean) ** 2).sum()) + delta * delta * count * n / total
+    return total, mean + delta * n / total, m2
+
+
+def original_merge(state: tuple, x: torch.Tensor) -> tuple:
+    """(count, mean, var) after ``x``, as the original's normaliser merged its variance."""
+    count, mean, var = state
+    x = x.to(torch.float64)
+    n, delta = x.numel(), float(x.mean()) - mean
+    total = count + n
+    var = (var * count + float(x.var(unbiased=False)) * n + delta**2 * count * n / total) / total
+    return total, mean + delta * n / total, var
+
+
+def test_one_running_statistic_gives_both_normalisers_bit_for_bit():
+    chunks = [torch.randn(n, generator=torch.Generator().manual_seed(n)) * n for n in (3, 17, 64)]
+    plain, prior = RunningMeanStd(), RunningMeanStd(prior_count=1e-4)
+    chan, original = (0, 0.0, 0.0), (1e-4, 0.0, 1.0)
+    assert prior.var == 1.0
+    for x in chunks:
+        plain.update(x)
+        prior.update(x)
+        chan, original = chan_merge(chan, x), original_merge(original, x)
+        assert (plain.count, plain.mean, plain.m2) == chan
+        assert (prior.count, prior.mean, prior.var) == original
+    legacy = RunningMeanStd(prior_count=1e-4)  # a snapshot of the prior one's old layout
+    legacy.load_state_dict(dict(zip(("count", "mean", "var"), original)))
+    assert (legacy.count, legacy.mean) == original[:2]
+    assert legacy.var == pytest.approx(original[2], rel=1e-15)
+
+
 # ---------------------------------------------------------------------------- RND, NovelD
 def linear(weight: list[list[float]]) -> nn.Linear:
     w = torch.tensor(weight)
