@@ -180,11 +180,11 @@ class WindowReward(IntrinsicReward):
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return {"modules": {name: s.state_dict() for name, s in self.scorers.items()}}
+        return {name: scorer.state_dict() for name, scorer in self.scorers.items()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         for name, scorer in self.scorers.items():
-            scorer.load_state_dict(state["modules"][name])
+            scorer.load_state_dict(state[name])
 
 
 def input_encoder(input_shape: tuple[int, ...], out_dim: int) -> nn.Module:

@@ -469,6 +469,8 @@ def test_pixel_only_agents_train_and_resume_exactly(replay, cls, kwargs):
         metrics = agent.update(batch, step)
     assert all(math.isfinite(v) for v in metrics.values())
     state = roundtrip(agent.state_dict())
+    assert set(state["intrinsic"]) == {"config", "modules"}  # the layout of earlier versions
+    assert set(state["intrinsic"]["modules"]["pixel"]["stats"]) == {"count", "mean", "m2"}
     again = cls(OBS_SHAPE, NUM_ACTIONS, use_extr_rew=True, **{**SMALL, "seed": 7}, **kwargs)
     again.load_state_dict(state)
     assert again.update(batch, 12) == agent.update(batch, 12)
