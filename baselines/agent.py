@@ -1,247 +1,156 @@
-"""IntrinsicAgent: ELLM's goal-conditioned DQN trained on an intrinsic reward computed per batch.
+"""IntrinsicAgent: ELLM's goal-conditioned DQN with one intrinsic-reward plug-in.
 
-The LM reward stored in the replay is not used: for every sampled n-step transition the agent
-scores each step of its window with its intrinsic-reward modules and trains the unchanged
-DQN update (:meth:`ellm.agent.DQNAgent.update`) on
+The DQN's update (:meth:`ellm.agent.DQNAgent.update`) trains on
 
-    R = sum_{j<k} gamma^j * r_int(s_{i-1+j} -> s_{i+j})  [+ extr_rew_weight * G]
+    R = batch.reward + the plug-in's n-step return
 
-where k is the batch's ``n_steps``, ``r_int`` the sum of the modules' normalised rewards
-(the pixel module with weight 1, the language module with ``language_weight``), and G the
-replay's n-step sum of the (clipped) game reward, ``batch.game_reward``, added only with
-``use_extr_rew=True``. The loop stores that game reward beside the LM reward for every step, so
-it reaches the batch summed exactly like the reward (same gamma, same window). R is then
-bootstrapped with the batch's ``discount`` = gamma^k times the termination flag, so intrinsic,
-extrinsic and bootstrap terms all count the same k steps. Intrinsic rewards are not clipped
-(they are already normalised).
+where ``batch.reward`` is the replay's n-step sum of the (clipped) rewards the loop stored: for
+these agents ``agent.extr_rew_weight`` times the game reward with ``use_extr_rew=True``, else 0.
+R is bootstrapped with the batch's ``discount`` = gamma^k times the termination flag, so every
+term counts the same k steps. The plug-in (a :class:`~ellm.reward.BatchReward`) is chosen once by
+the learner setting (:class:`ellm.agent.LearnerSetting`):
 
-The states s_{i-1} .. s_{i-1+k} of the window come from the batch itself: their frame stacks
-are rebuilt from ``obs`` and ``next_obs`` (:func:`baselines.intrinsic.window_stacks`, which
-needs ``nstep <= frame_stack``), their texts from ``window_text_obs``. Particle-based rewards
-compare a state only with the states at the same window position in the other samples, never
-with the neighbouring states of its own trajectory.
+- paper setting: the original's computation on the DQN encoder's own features, ONE reward per
+  sampled transition (:mod:`baselines.paper`, docs/fidelity.md);
+- fixed setting: a reward for every step of the n-step window on the plug-in's own networks,
+  discounted into the n-step return (:class:`baselines.intrinsic.WindowReward`). The window's
+  frame stacks are rebuilt from ``obs`` and ``next_obs`` (:func:`window_stacks`, which needs
+  ``nstep <= frame_stack``), its texts come from ``window_text_obs``.
 
-Each update scores the batch with the modules as they are, takes the DQN step, then one
-gradient step of each module on the batch's first transitions (s_{i-1}, a_i, s_i).
+Each update scores the batch with the plug-in as it is, takes the DQN step, then one gradient
+step of the plug-in on the same batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
-from baselines.intrinsic import (
-    IntrinsicReward,
-    Transitions,
-    nstep_intrinsic_return,
-    window_stacks,
-)
-from ellm.agent import DQNAgent
+from baselines.intrinsic import IntrinsicReward, Scorer, WindowReward, window_stacks
+from ellm.agent import AgentOptions, DQNAgent, check_same
+from ellm.errors import ConfigError
+from ellm.schema import boolean_or_auto, integer, non_negative, number, positive
 
 
-def check_option(key: str, value: Any, ok: bool, expected: str) -> None:
-    if not ok:
-        raise ValueError(f"agent.{key}={value!r}: expected {expected}")
+@dataclass(frozen=True)
+class IntrinsicOptions(AgentOptions):
+    """The ``agent`` keys every intrinsic-reward baseline adds (``agent/rnd.yaml``)."""
 
+    use_language: bool | str = boolean_or_auto("auto")
+    language_weight: float = non_negative(0.5)
+    extr_rew_weight: float = number(1.0)  # read by the loop
+    rep_dim: int = integer(1, 512)
+    intrinsic_lr: float = positive(1e-4)
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.use_language is True and self.use_language_state != "sbert":
+            raise ConfigError("agent.use_language=True needs use_language_state=sbert: the "
+                              "language state is stored in the replay only then")
+
+    @property
+    def language_input(self) -> bool:
+        """A second module on the language state (auto: the original's default, True,
+        wherever it could run)."""
+        if self.use_language == "auto":
+            return self.use_language_state == "sbert"
+        return bool(self.use_language)
+
+    def check_run(self, *, frame_stack: int, nstep: int, batch_size: int | None) -> None:
+        if nstep > frame_stack:
+            raise ConfigError(f"nstep={nstep} is larger than frame_stack={frame_stack}: the "
+                              "baselines rebuild every state of the n-step window from the "
+                              "batch's two frame stacks, which needs nstep <= frame_stack")
 
 
 class IntrinsicAgent(DQNAgent):
-    """A DQNAgent whose TD reward is the intrinsic n-step return (see module docstring).
+    """A DQNAgent with one intrinsic-reward plug-in in ``rewards`` (see module docstring).
+    Subclasses say how to build it: :meth:`scorer` (fixed setting) and :meth:`paper_reward`."""
 
-    Extra keyword arguments (all optional, the original ``+agent.<key>=`` spelling):
-    ``use_language`` (add a module on the language-state embedding; needs
-    ``use_language_state=sbert``), ``language_weight`` (its reward's weight, 0.5),
-    ``extr_rew_weight`` (the game reward's weight with ``use_extr_rew=True``, 1.0),
-    ``rep_dim`` (the modules' feature width, 512), ``intrinsic_lr`` (the modules' Adam learning
-    rate, 1e-4). Subclasses build the modules in :meth:`make_module`.
-    """
+    Options: ClassVar[type[AgentOptions]] = IntrinsicOptions
+    options: IntrinsicOptions
+    method: str = "intrinsic"  # the plug-in's name: prefix of its metrics
 
-    method: str = "intrinsic"  # prefix of the metric names
-
-    def __init__(
-        self,
-        *args: Any,
-        use_language: bool | str = "auto",
-        language_weight: float = 0.5,
-        extr_rew_weight: float = 1.0,
-        rep_dim: int = 512,
-        intrinsic_lr: float = 1e-4,
-        **kwargs: Any,
-    ):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        check_option("use_language", use_language,
-                     isinstance(use_language, bool) or use_language == "auto",
-                     "true, false or auto")
-        if use_language == "auto":  # the original's default (True) wherever it could run
-            use_language = self.use_language_state == "sbert"
-        check_option("language_weight", language_weight,
-                     is_number(language_weight) and language_weight >= 0, "a number >= 0")
-        check_option("extr_rew_weight", extr_rew_weight, is_number(extr_rew_weight), "a number")
-        check_option("rep_dim", rep_dim, isinstance(rep_dim, int) and rep_dim >= 1,
-                     "a positive integer")
-        check_option("intrinsic_lr", intrinsic_lr, is_number(intrinsic_lr) and intrinsic_lr > 0,
-                     "a positive number")
-        if use_language and self.use_language_state != "sbert":
-            raise ValueError("agent.use_language=True needs use_language_state=sbert: the "
-                             "language state is stored in the replay only then")
-        if self.nstep > self.obs_shape[0]:
-            raise ValueError(f"nstep={self.nstep} is larger than frame_stack={self.obs_shape[0]}:"
-                             " the baselines rebuild every state of the n-step window from the "
-                             "batch's two frame stacks, which needs nstep <= frame_stack")
-        self.use_language = use_language
-        self.language_weight = float(language_weight)
-        self.extr_rew_weight = float(extr_rew_weight)
-        self.rep_dim = rep_dim
-        self.intrinsic_lr = float(intrinsic_lr)
-        inputs = {"pixel": self.obs_shape}
-        if use_language:
-            inputs["language"] = (self.text_dim,)
-        self.weights = {"pixel": 1.0, "language": self.language_weight}
-        self.intrinsic: dict[str, IntrinsicReward] = {}
-        self.paper_module: Any = None  # the original's computation (baselines/paper.py)
+        o = self.options
+        o.check_run(frame_stack=self.obs_shape[0], nstep=self.nstep, batch_size=None)
+        self.weights = {"pixel": 1.0, "language": o.language_weight}
+        seed = kwargs.get("seed")
         with torch.random.fork_rng(devices=[]):
-            seed = kwargs.get("seed")
             if seed is not None:
                 torch.manual_seed(seed + 1)
-            if self.paper_setting:
-                dims = {name: self.hidden_dim for name in inputs}
-                self.paper_module = self.make_paper_module(dims)
-            if self.paper_module is None:
-                for name, shape in inputs.items():
-                    self.intrinsic[name] = self.make_module(tuple(shape))
+            inputs = ["pixel", "language"] if o.language_input else ["pixel"]
+            if self.setting.feature_rewards:
+                plugin = self.paper_reward({name: o.hidden_dim for name in inputs})
+            else:
+                shapes = {"pixel": self.obs_shape, "language": (self.text.dim,)}
+                plugin = WindowReward(
+                    self.method, self.window_inputs,
+                    {name: self.scorer(shapes[name]) for name in inputs}, self.weights,
+                    nstep=self.nstep, gamma=self.discount, device=self.device)
+        self.rewards.append(plugin)
 
-    def make_module(self, input_shape: tuple[int, ...]) -> IntrinsicReward:
-        """The intrinsic-reward module for inputs of ``input_shape`` ((S, H, W) or (D,))."""
+    def scorer(self, input_shape: tuple[int, ...]) -> Scorer:
+        """The fixed setting's networks for inputs of ``input_shape`` ((S, H, W) or (D,))."""
         raise NotImplementedError
 
-    def make_paper_module(self, feature_dims: Mapping[str, int]) -> Any:
-        """The original's computation on encoder features (``paper_setting``), or None where it
-        is not reproduced yet: the agent then uses :meth:`make_module`'s (docs/fidelity.md)."""
-        return None
+    def paper_reward(self, feature_dims: Mapping[str, int]) -> IntrinsicReward:
+        """The paper setting's plug-in on encoder features of these widths."""
+        raise NotImplementedError
 
     def intrinsic_config(self) -> dict[str, Any]:
-        """Config values that fix the modules' shapes and meaning (checked on resume)."""
-        return {"agent.use_language": self.use_language, "agent.rep_dim": self.rep_dim,
-                "paper_setting": self.paper_module is not None}
+        """Config values that fix the plug-in's shapes and meaning (checked on resume)."""
+        return {"agent.use_language": self.options.language_input,
+                "agent.rep_dim": self.options.rep_dim,
+                "paper_setting": self.setting.feature_rewards}
 
-    # ------------------------------------------------------------------ learning
+    # ------------------------------------------------------------------ what the plug-ins read
     def window_inputs(self, batch: Any) -> dict[str, torch.Tensor]:
-        """Each module's input for the window's states: [B, nstep + 1, ...]."""
+        """Each input's states of the n-step window: [B, nstep + 1, ...]."""
         n_steps = batch.n_steps.to(self.device)
         inputs = {"pixel": window_stacks(batch.obs.to(self.device),
                                          batch.next_obs.to(self.device), n_steps, self.nstep)}
-        if self.use_language:
-            inputs["language"] = self.embed_ids(batch.window_text_obs)
+        if self.options.language_input:
+            inputs["language"] = self.text.embed_ids(batch.window_text_obs)
         return inputs
-
-    def intrinsic_rewards(self, batch: Any, inputs: Mapping[str, torch.Tensor]
-                          ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Weighted intrinsic reward of each window step, [B, nstep] (0 past k), and metrics;
-        ``inputs`` from :meth:`window_inputs`."""
-        n_steps = batch.n_steps.to(self.device, torch.long)
-        steps = torch.arange(self.nstep, device=self.device)
-        rows, j = (steps[None, :] < n_steps[:, None]).nonzero(as_tuple=True)
-        first = j == 0
-        rewards = torch.zeros(len(n_steps), self.nstep, device=self.device)
-        metrics: dict[str, float] = {}
-        action = torch.where(first, batch.action.to(self.device, torch.long)[rows], -1)
-        for name, x in inputs.items():
-            out = self.intrinsic[name].compute(
-                Transitions(x[rows, j], action, x[rows, j + 1], group=j))
-            rewards[rows, j] += self.weights[name] * out.reward
-            prefix = f"{self.method}_{name}"
-            metrics[f"{prefix}_raw"] = out.raw.mean().item()
-            metrics[f"{prefix}_reward"] = out.reward.mean().item()
-            metrics.update({f"{prefix}_{k}": v
-                            for k, v in self.intrinsic[name].statistics().items()})
-        metrics["intrinsic_reward"] = rewards[rows, j].mean().item()
-        return rewards, metrics
 
     @torch.no_grad()
     def encoder_features(self, batch: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """(s, s') features of the online DQN encoder: fused, or, with ``use_language``, the
         image and language-state features apart (as the original's baselines read them)."""
-        obs = batch.obs.to(self.device) if self.use_image else None
-        next_obs = batch.next_obs.to(self.device) if self.use_image else None
-        text = self._batch_text(batch)
-        if self.use_language:
+        obs = batch.obs.to(self.device) if self.options.use_image else None
+        next_obs = batch.next_obs.to(self.device) if self.options.use_image else None
+        text = self.text.of_batch(batch)
+        if self.options.language_input:
             return {"pixel": (self.online.image_encoder(obs), self.online.image_encoder(next_obs)),
                     "language": (self.online.language_proj(text.language),
                                  self.online.language_proj(text.next_language))}
         return {"pixel": (self.online.features(obs, text.language, text.goal),
                           self.online.features(next_obs, text.next_language, text.next_goal))}
 
-    def paper_update(self, batch: Any, step: int) -> dict[str, float]:
-        """One reward per sample on encoder features, replacing the n-step reward."""
-        features = self.encoder_features(batch)
-        raw, reward, terms = self.paper_module.reward(features)
-        metrics = {f"{self.method}_raw": raw.mean().item(),
-                   f"{self.method}_raw_std": self.paper_module.stats.std,
-                   **{f"{self.method}_{name}_raw": v for name, v in terms.items()},
-                   "intrinsic_reward": reward.mean().item(),
-                   "intrinsic_return": reward.mean().item()}
-        game = batch.game_reward.to(self.device, torch.float32)
-        metrics["game_return"] = game.mean().item()
-        if self.use_extr_rew:
-            reward = reward + self.extr_rew_weight * game
-        metrics.update(super().update(batch._replace(reward=reward), step))
-        losses = self.paper_module.update(features, batch.action.to(self.device, torch.long))
-        metrics.update({f"{self.method}_{k}": v for k, v in losses.items()})
-        return metrics
-
-    def update(self, batch: Any, step: int) -> dict[str, float]:
-        """Score the batch, one DQN step on the combined n-step reward, one step per module."""
-        if self.paper_module is not None:
-            return self.paper_update(batch, step)
-        inputs = self.window_inputs(batch)
-        rewards, metrics = self.intrinsic_rewards(batch, inputs)
-        n_steps = batch.n_steps.to(self.device)
-        reward = nstep_intrinsic_return(rewards, n_steps, self.discount)
-        metrics["intrinsic_return"] = reward.mean().item()
-        game = batch.game_reward.to(self.device, torch.float32)
-        metrics["game_return"] = game.mean().item()
-        if self.use_extr_rew:
-            reward = reward + self.extr_rew_weight * game
-        metrics.update(super().update(batch._replace(reward=reward), step))
-        action = batch.action.to(self.device, torch.long)
-        for name, x in inputs.items():
-            losses = self.intrinsic[name].update(Transitions(x[:, 0], action, x[:, 1]))
-            metrics.update({f"{self.method}_{name}_{k}": v for k, v in losses.items()})
-        return metrics
-
     # ------------------------------------------------------------------ checkpoints
+    @property
+    def _state_key(self) -> str:
+        return "paper" if self.setting.feature_rewards else "modules"
+
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        state["intrinsic"] = {
-            "config": self.intrinsic_config(),
-            "modules": {name: module.state_dict() for name, module in self.intrinsic.items()},
-        }
-        if self.paper_module is not None:
-            state["intrinsic"]["paper"] = self.paper_module.state_dict()
+        state["intrinsic"] = {"config": self.intrinsic_config(),
+                              self._state_key: self.rewards[0].state_dict()}
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume: the DQN state plus every module's networks, optimiser and statistics."""
+        """Resume: the DQN state plus the plug-in's networks, optimiser and statistics."""
         saved = state.get("intrinsic") if isinstance(state, Mapping) else None
         if saved is not None:
-            mine = self.intrinsic_config()
-            diffs = [f"{k}: checkpoint={saved['config'].get(k)!r}, this agent={mine.get(k)!r}"
-                     for k in sorted(set(saved["config"]) | set(mine))
-                     if saved["config"].get(k) != mine.get(k)]
-            if diffs:
-                raise ValueError("checkpoint does not match this agent's config: "
-                                 + "; ".join(diffs))
+            check_same(saved["config"], self.intrinsic_config())
         super().load_state_dict(state)  # also checks agent._target_ (a DQN snapshot fails here)
         if saved is None:
             raise ValueError(f"checkpoint has no intrinsic-reward state for {type(self).__name__}")
-        for name, module in self.intrinsic.items():
-            module.load_state_dict(saved["modules"][name])
-        if self.paper_module is not None:
-            self.paper_module.load_state_dict(saved["paper"])
+        self.rewards[0].load_state_dict(saved[self._state_key])
 
-    # load_weights (finetuning) is inherited: only the Q-network; the modules start fresh.
+    # load_weights (finetuning) is inherited: only the Q-network; the plug-in starts fresh.

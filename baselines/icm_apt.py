@@ -13,21 +13,26 @@ actions change and cannot collapse to make the forward loss vanish).
 
 Reward (APT, particle-based entropy) of a transition s -> s': d = the mean Euclidean distance
 from phi(s') to its k nearest other particles (``knn_k``, 12) among the batch's states at the
-same window position, raw = d, reward = log(1 + d / running mean of d).
+same window position, raw = d, reward = log(1 + d / running mean of d) (fixed setting; the paper
+setting's APT is in :mod:`baselines.paper`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from baselines.agent import IntrinsicAgent, check_option
+from baselines.agent import IntrinsicAgent, IntrinsicOptions
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder, mlp
 from baselines.paper import PaperAPT
+from ellm.agent import AgentOptions
+from ellm.errors import ConfigError
+from ellm.schema import boolean_or_auto, integer, non_negative
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -72,7 +77,8 @@ class ICM(nn.Module):
 
 
 class APT:
-    """Particle-based entropy reward on an ICM representation; ICM trained with Adam at ``lr``."""
+    """Particle-based entropy reward on an ICM representation; ICM trained with Adam at ``lr``.
+    A :class:`~baselines.intrinsic.Scorer`."""
 
     def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
                  rep_dim: int, lr: float, knn_k: int = 12, device: str | torch.device = "cpu"):
@@ -93,12 +99,12 @@ class APT:
             raw[members] = knn_mean_distance(rep[members], self.knn_k)
         return raw
 
-    def compute(self, batch: Transitions) -> RewardOutput:
+    def score(self, batch: Transitions) -> RewardOutput:
         raw = self.raw_reward(batch)
         self.stats.update(raw)
         return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)))
 
-    def update(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions) -> dict[str, float]:
         losses = self.icm.losses(batch)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.forward + losses.inverse).backward()
@@ -119,34 +125,47 @@ class APT:
         self.stats.load_state_dict(state["stats"])
 
 
-class ICMAPTAgent(IntrinsicAgent):
-    """ELLM's DQN trained on the APT reward; see :class:`IntrinsicAgent` for the shared options.
-    Extra: ``knn_k`` (12; the batch size must exceed it)."""
+def check_batch(knn_k: int, batch_size: int) -> None:
+    if batch_size <= knn_k:
+        raise ConfigError(f"agent.knn_k={knn_k} needs batch_size > {knn_k}, got batch_size="
+                          f"{batch_size}: lower agent.knn_k or raise batch_size")
 
+
+@dataclass(frozen=True)
+class APTOptions(IntrinsicOptions):
+    """The ``agent`` keys of APT (``agent/apt.yaml``); the language module is off by default
+    and weighs 1, as the original's."""
+
+    use_language: bool | str = boolean_or_auto(False)
+    language_weight: float = non_negative(1.0)
+    knn_k: int = integer(1, 12)
+    icm_hidden_dim: int = integer(1, 1024)
+
+    def check_run(self, *, frame_stack: int, nstep: int, batch_size: int | None) -> None:
+        super().check_run(frame_stack=frame_stack, nstep=nstep, batch_size=batch_size)
+        if batch_size is not None:
+            check_batch(self.knn_k, batch_size)
+
+
+class ICMAPTAgent(IntrinsicAgent):
+    """ELLM's DQN trained on the APT reward; see :class:`IntrinsicAgent`. The batch size must
+    exceed ``knn_k``."""
+
+    Options: ClassVar[type[AgentOptions]] = APTOptions
+    options: APTOptions
     method = "apt"
 
-    def __init__(self, *args: Any, knn_k: int = 12, icm_hidden_dim: int = 1024,
-                 **kwargs: Any):
-        check_option("knn_k", knn_k, isinstance(knn_k, int) and not isinstance(knn_k, bool)
-                     and knn_k >= 1, "a positive integer")
-        check_option("icm_hidden_dim", icm_hidden_dim,
-                     isinstance(icm_hidden_dim, int) and icm_hidden_dim >= 1, "a positive integer")
-        self.knn_k, self.icm_hidden_dim = knn_k, icm_hidden_dim
-        kwargs.setdefault("use_language", False)  # the original APT's defaults
-        kwargs.setdefault("language_weight", 1.0)
-        super().__init__(*args, **kwargs)
+    def paper_reward(self, feature_dims: Mapping[str, int]) -> PaperAPT:
+        o = self.options
+        return PaperAPT(self.method, self.encoder_features, feature_dims, self.weights,
+                        num_actions=self.num_actions, hidden_dim=o.icm_hidden_dim,
+                        rep_dim=o.rep_dim, lr=o.intrinsic_lr, knn_k=o.knn_k, device=self.device)
 
-    def make_paper_module(self, feature_dims: Mapping[str, int]) -> PaperAPT:
-        return PaperAPT(feature_dims, self.weights, self.num_actions, self.icm_hidden_dim,
-                        self.rep_dim, self.intrinsic_lr, self.knn_k, self.device)
-
-    def make_module(self, input_shape: tuple[int, ...]) -> APT:
-        return APT(input_shape, self.num_actions, self.hidden_dim, self.rep_dim,
-                   self.intrinsic_lr, self.knn_k, self.device)
+    def scorer(self, input_shape: tuple[int, ...]) -> APT:
+        o = self.options
+        return APT(input_shape, self.num_actions, o.hidden_dim, o.rep_dim, o.intrinsic_lr,
+                   o.knn_k, self.device)
 
     def update(self, batch: Any, step: int) -> dict[str, float]:
-        if len(batch.action) <= self.knn_k:
-            raise ValueError(f"agent.knn_k={self.knn_k} needs batch_size > {self.knn_k}, got "
-                             f"batch_size={len(batch.action)}: lower agent.knn_k or raise "
-                             "batch_size")
+        check_batch(self.options.knn_k, len(batch.action))  # agents built in Python
         return super().update(batch, step)

@@ -1,21 +1,22 @@
-"""Pieces shared by the intrinsic-reward baselines: the module seam, running statistics, the
-n-step window of a replay batch and the n-step intrinsic return.
+"""Pieces shared by the intrinsic-reward plug-ins (RND, NovelD, APT): running statistics, the
+plug-ins' common base, and the fixed setting's n-step window.
 
-An intrinsic-reward module scores one-step transitions ``s -> s'``:
+Every plug-in is a :class:`~ellm.reward.BatchReward`: ``compute(batch)`` returns the n-step
+return of each sampled transition and its metrics, ``update(batch)`` takes one gradient step of
+its own networks on the same batch. What a plug-in reads of a batch (frame stacks and text
+embeddings of the window, or the DQN encoder's features) is derived once, in ``compute``, before
+the agent's TD step changes that encoder, and reused by ``update``.
 
-- ``compute(batch)`` returns the raw score and the normalised reward of each transition (no
-  gradients); it folds the raw scores into the module's running statistic first, so the
-  normaliser always includes the batch being scored.
-- ``update(batch)`` takes one gradient step of the module's own networks and returns its losses.
-
-Inputs are whatever the module's encoder reads: uint8 frame stacks ``[N, S, H, W]`` for a pixel
-module, frozen sentence embeddings ``[N, D]`` for a language module.
+The fixed setting (:class:`WindowReward`) scores every step ``s -> s'`` of the n-step window with
+one scorer per input (:class:`Scorer`): uint8 frame stacks ``[N, S, H, W]`` for the pixel scorer,
+frozen sentence embeddings ``[N, D]`` for the language one; the paper setting's plug-ins are in
+:mod:`baselines.paper`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -23,45 +24,24 @@ from torch import nn
 
 from ellm.networks import ImageEncoder
 
-
-class Transitions(NamedTuple):
-    """One-step transitions ``s -> s'`` (leading dimension N)."""
-
-    obs: torch.Tensor  # module input for s
-    action: torch.Tensor  # int64 [N], the action taken in s; -1 where unknown
-    next_obs: torch.Tensor  # module input for s'
-    # int64 [N] or None: particle-based rewards compare a state only with states of its own group
-    # (the agent groups by position in the n-step window, see IntrinsicAgent)
-    group: torch.Tensor | None = None
-
-
-class RewardOutput(NamedTuple):
-    raw: torch.Tensor  # [N] the module's score before normalisation
-    reward: torch.Tensor  # [N] the normalised reward the agent adds up
-
-
-class IntrinsicReward(Protocol):
-    """The seam a baseline plugs into :class:`baselines.agent.IntrinsicAgent`."""
-
-    def compute(self, batch: Transitions) -> RewardOutput: ...
-
-    def update(self, batch: Transitions) -> dict[str, float]: ...
-
-    def statistics(self) -> dict[str, float]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+EPS = 1e-8  # floor of a normaliser (a constant batch has std 0)
 
 
 class RunningMeanStd:
-    """Mean and (population) variance of every value seen so far, merged batch by batch with
-    Chan et al.'s parallel formula, so the result equals the statistic of all values at once."""
+    """Count, mean and population variance of every value seen, merged batch by batch.
 
-    def __init__(self) -> None:
-        self.count = 0
+    Without a prior it merges sums of squared deviations (Chan et al.), so the statistic equals
+    that of all values at once. With ``prior_count`` it starts from a prior of mean 0 and
+    variance 1 worth that many values and merges the variance as the original's normaliser did,
+    rescaling it by the count at each merge (the same statistic up to rounding, kept so that the
+    paper setting's numbers are the original's).
+    """
+
+    def __init__(self, prior_count: float = 0) -> None:
+        self.prior_count = prior_count
+        self.count = prior_count
         self.mean = 0.0
-        self.m2 = 0.0  # sum of squared deviations from the mean
+        self.m2 = float(prior_count)  # sum of squared deviations: variance 1 per prior value
 
     def update(self, values: torch.Tensor) -> None:
         x = values.detach().reshape(-1).to("cpu", torch.float64)
@@ -69,11 +49,16 @@ class RunningMeanStd:
         if n == 0:
             return
         batch_mean = float(x.mean())
-        batch_m2 = float(((x - batch_mean) ** 2).sum())
         total = self.count + n
         delta = batch_mean - self.mean
+        if self.prior_count:
+            spread = (self.var * self.count + float(x.var(unbiased=False)) * n
+                      + delta**2 * self.count * n / total)
+        else:
+            spread = self.m2 + (float(((x - batch_mean) ** 2).sum())
+                                + delta * delta * self.count * n / total)
         self.mean += delta * n / total
-        self.m2 += batch_m2 + delta * delta * self.count * n / total
+        self.m2 = spread
         self.count = total
 
     @property
@@ -88,12 +73,118 @@ class RunningMeanStd:
         return {"count": self.count, "mean": self.mean, "m2": self.m2}
 
     def load_state_dict(self, state: Mapping[str, float]) -> None:
-        self.count = int(state["count"])
+        self.count = state["count"]
         self.mean = float(state["mean"])
-        self.m2 = float(state["m2"])
+        # Snapshots before the merge of the two normalisers kept the prior one's variance.
+        self.m2 = float(state["m2"] if "m2" in state else state["var"] * state["count"])
 
 
-EPS = 1e-8  # floor of a normaliser (a constant batch has std 0)
+class Transitions(NamedTuple):
+    """One-step transitions ``s -> s'`` (leading dimension N)."""
+
+    obs: torch.Tensor  # scorer input for s
+    action: torch.Tensor  # int64 [N], the action taken in s; -1 where unknown
+    next_obs: torch.Tensor  # scorer input for s'
+    # int64 [N] or None: particle-based rewards compare a state only with states of its own group
+    # (the window position, see WindowReward)
+    group: torch.Tensor | None = None
+
+
+class RewardOutput(NamedTuple):
+    raw: torch.Tensor  # [N] the scorer's value before normalisation
+    reward: torch.Tensor  # [N] the normalised reward
+
+
+class Scorer(Protocol):
+    """One input's networks of a :class:`WindowReward` (RND's target and predictor, APT's ICM)."""
+
+    def score(self, batch: Transitions) -> RewardOutput:
+        """Raw and normalised reward of each transition (no gradients); the raw values enter
+        the running statistic first, so the normaliser includes the batch it scores."""
+
+    def learn(self, batch: Transitions) -> dict[str, float]:
+        """One gradient step on the batch; its losses."""
+
+    def statistics(self) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class IntrinsicReward:
+    """What every plug-in shares: its ``name`` (``rnd``, ``noveld`` or ``apt``: the prefix of its
+    metrics), and ``read(batch)``, what it reads of a batch."""
+
+    per_step = False
+
+    def __init__(self, name: str, read: Callable[[Any], Any]) -> None:
+        self.name = name
+        self._read = read
+        self._last: tuple[Any, Any] | None = None
+
+    def read(self, batch: Any) -> Any:
+        """What ``compute`` reads of the batch, kept for ``update``."""
+        self._last = (batch, self._read(batch))
+        return self._last[1]
+
+    def read_again(self, batch: Any) -> Any:
+        """What ``update`` reads: what ``compute`` read of the same batch (before the TD step),
+        read afresh for another batch; nothing is kept past it."""
+        last, self._last = self._last, None
+        return last[1] if last is not None and last[0] is batch else self._read(batch)
+
+
+class WindowReward(IntrinsicReward):
+    """The fixed setting: a reward for every step of each sample's n-step window, the sum over
+    inputs of ``weights[input]`` times its scorer's normalised reward, discounted into the n-step
+    return sum_{j<k} gamma^j r_j (k = ``batch.n_steps``). ``read(batch)`` gives each input's
+    states of the window, ``[B, nstep + 1, ...]``. A particle-based scorer compares a state only
+    with the states at the same window position in the other samples."""
+
+    def __init__(self, name: str, read: Callable[[Any], Mapping[str, torch.Tensor]],
+                 scorers: Mapping[str, Scorer], weights: Mapping[str, float], *, nstep: int,
+                 gamma: float, device: torch.device) -> None:
+        super().__init__(name, read)
+        self.scorers, self.weights = dict(scorers), dict(weights)
+        self.nstep, self.gamma, self.device = nstep, gamma, device
+
+    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        inputs = self.read(batch)
+        n_steps = batch.n_steps.to(self.device, torch.long)
+        steps = torch.arange(self.nstep, device=self.device)
+        rows, j = (steps[None, :] < n_steps[:, None]).nonzero(as_tuple=True)
+        rewards = torch.zeros(len(n_steps), self.nstep, device=self.device)
+        metrics: dict[str, float] = {}
+        action = torch.where(j == 0, batch.action.to(self.device, torch.long)[rows], -1)
+        for name, x in inputs.items():
+            out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j))
+            rewards[rows, j] += self.weights[name] * out.reward
+            prefix = f"{self.name}_{name}"
+            metrics[f"{prefix}_raw"] = out.raw.mean().item()
+            metrics[f"{prefix}_reward"] = out.reward.mean().item()
+            metrics.update({f"{prefix}_{k}": v
+                            for k, v in self.scorers[name].statistics().items()})
+        metrics["intrinsic_reward"] = rewards[rows, j].mean().item()
+        returns = nstep_intrinsic_return(rewards, batch.n_steps.to(self.device), self.gamma)
+        metrics["intrinsic_return"] = returns.mean().item()
+        return returns, metrics
+
+    def update(self, batch: Any) -> dict[str, float]:
+        """One step of each scorer on the batch's first transitions (s_{i-1}, a_i, s_i)."""
+        action = batch.action.to(self.device, torch.long)
+        metrics = {}
+        for name, x in self.read_again(batch).items():
+            losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]))
+            metrics.update({f"{self.name}_{name}_{k}": v for k, v in losses.items()})
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: scorer.state_dict() for name, scorer in self.scorers.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name, scorer in self.scorers.items():
+            scorer.load_state_dict(state[name])
 
 
 def input_encoder(input_shape: tuple[int, ...], out_dim: int) -> nn.Module:

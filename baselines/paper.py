@@ -1,29 +1,34 @@
-"""RND and NovelD as the original computed them (the paper setting; docs/fidelity.md row 6).
+"""RND, NovelD and APT as the original computed them (the paper setting; docs/fidelity.md rows 6-7).
 
-The modules read the DQN's own encoder features, not pixels: the fused features of the online
-network, or, with ``use_language``, its image features and its language-state features apart.
-A module normalises its input with a BatchNorm (no affine, in training mode, as the original
-left it) and clamps it to +-5 before the target and predictor MLPs. Each sampled transition
-gets ONE intrinsic reward, which replaces the replay's n-step reward:
+The plug-ins read the DQN's own encoder features, not pixels: the fused features of the online
+network, or, with ``use_language``, its image features and its language-state features apart
+(taken without gradients; the original let them flow into the Q-network through the TD target).
+Each sampled transition gets ONE intrinsic reward, which stands for the whole n-step intrinsic
+return: the agent adds it to the replay's ``reward``.
+
+RND / NovelD normalise the features with a BatchNorm (no affine, in training mode, as the
+original left it) and clamp them to +-5 before the target and predictor MLPs:
 
     RND:    r = e(s) + language_weight * e_lang(s)
     NovelD: r = relu(e(s') - alpha * e(s)) + language_weight * relu(e_lang(s') - alpha * e_lang(s))
 
 with e the predictor's mean squared error, divided by the running standard deviation of r
-(a prior of mean 0 and variance 1 at count 1e-4, as the original's). The features are taken
-without gradients (the original let them flow into the Q-network through the TD target).
+(a prior of mean 0 and variance 1 at count 1e-4, as the original's). APT: the particle-based
+entropy of s' on an ICM's representation (:class:`ParticleEntropy`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+from baselines.intrinsic import IntrinsicReward, RunningMeanStd
+
 CLIP = 5.0
+Features = Mapping[str, tuple[torch.Tensor, torch.Tensor]]  # input -> (s, s') encoder features
 
 
 def _orthogonal(module: nn.Module) -> None:
@@ -32,34 +37,42 @@ def _orthogonal(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-class PriorRunningVariance:
-    """Running mean and variance of every value seen, starting from a prior (mean 0, variance
-    1) worth ``prior_count`` values."""
+def original_normaliser() -> RunningMeanStd:
+    """The original's running statistic: a prior of mean 0 and variance 1 at count 1e-4."""
+    return RunningMeanStd(prior_count=1e-4)
 
-    def __init__(self, prior_count: float = 1e-4) -> None:
-        self.mean, self.var, self.count = 0.0, 1.0, prior_count
 
-    def update(self, values: torch.Tensor) -> None:
-        x = values.detach().reshape(-1).to("cpu", torch.float64)
-        n = x.numel()
-        if n == 0:
-            return
-        delta = float(x.mean()) - self.mean
-        total = self.count + n
-        self.var = (self.var * self.count + float(x.var(unbiased=False)) * n
-                    + delta**2 * self.count * n / total) / total
-        self.mean += delta * n / total
-        self.count = total
+class FeatureReward(IntrinsicReward):
+    """The paper setting's plug-ins: ONE reward per sampled transition, from the DQN encoder's
+    features ``read(batch)`` = {input: (s, s')}; it stands for the whole n-step return.
+    Subclasses compute it (:meth:`reward`) and learn (:meth:`learn`)."""
 
-    @property
-    def std(self) -> float:
-        return math.sqrt(self.var)
+    stats: RunningMeanStd
 
-    def state_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "var": self.var, "count": self.count}
+    def __init__(self, name: str, read: Callable[[Any], Features],
+                 device: str | torch.device) -> None:
+        super().__init__(name, read)
+        self.device = device
 
-    def load_state_dict(self, state: Mapping[str, float]) -> None:
-        self.mean, self.var, self.count = state["mean"], state["var"], state["count"]
+    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        raw, reward, terms = self.reward(self.read(batch))
+        return reward, {f"{self.name}_raw": raw.mean().item(),
+                        f"{self.name}_raw_std": self.stats.std,
+                        **{f"{self.name}_{name}_raw": v for name, v in terms.items()},
+                        "intrinsic_reward": reward.mean().item(),
+                        "intrinsic_return": reward.mean().item()}
+
+    def update(self, batch: Any) -> dict[str, float]:
+        losses = self.learn(self.read_again(batch), batch.action.to(self.device, torch.long))
+        return {f"{self.name}_{k}": v for k, v in losses.items()}
+
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """(raw [N], reward [N], each input's mean raw term) of each transition."""
+        raise NotImplementedError
+
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
+        """One gradient step on the batch's transitions; the losses."""
+        raise NotImplementedError
 
 
 class FeatureRND(nn.Module):
@@ -84,24 +97,24 @@ class FeatureRND(nn.Module):
         return (self.target(x) - self.predictor(x)).pow(2).mean(dim=1)
 
 
-class PaperRND:
+class PaperRND(FeatureReward):
     """RND / NovelD on encoder features, one module per input (``pixel``, ``language``)."""
 
-    def __init__(self, feature_dims: Mapping[str, int], weights: Mapping[str, float],
+    def __init__(self, name: str, read: Callable[[Any], Features],
+                 feature_dims: Mapping[str, int], weights: Mapping[str, float], *,
                  hidden_dim: int, rep_dim: int, lr: float, noveld: bool, alpha: float,
                  device: str | torch.device) -> None:
+        super().__init__(name, read, device)
         self.modules = {name: FeatureRND(dim, hidden_dim, rep_dim).to(device).train()
                         for name, dim in feature_dims.items()}
         self.weights = dict(weights)
         self.optimizer = torch.optim.Adam(
             [p for m in self.modules.values() for p in m.predictor.parameters()], lr=lr)
         self.noveld, self.alpha = noveld, float(alpha)
-        self.stats = PriorRunningVariance()
+        self.stats = original_normaliser()
 
-    def reward(self, features: Mapping[str, tuple[torch.Tensor, torch.Tensor]]
-               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """(raw [N], normalised reward [N], each module's mean raw term) of each transition
-        from its (s, s') features."""
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Raw = the weighted prediction errors, reward = raw / running std."""
         with torch.no_grad():
             raw, terms = 0.0, {}
             for name, (obs, next_obs) in features.items():
@@ -113,8 +126,7 @@ class PaperRND:
             self.stats.update(raw)
             return raw, raw / (self.stats.std + 1e-8), terms
 
-    def update(self, features: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
-               action: torch.Tensor | None = None) -> dict[str, float]:
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
         """One predictor step on the batch's states s; each module's loss."""
         losses = {name: self.modules[name].error(obs).mean()
                   for name, (obs, _) in features.items()}
@@ -173,7 +185,7 @@ class ParticleEntropy:
 
     def __init__(self, k: int) -> None:
         self.k = k
-        self.stats = PriorRunningVariance()  # the running mean is its ``mean``
+        self.stats = original_normaliser()  # the running mean is its ``mean``
 
     def __call__(self, rep: torch.Tensor) -> torch.Tensor:
         distances = torch.cdist(rep, rep, compute_mode="donot_use_mm_for_euclid_dist")
@@ -183,14 +195,16 @@ class ParticleEntropy:
         return torch.log1p(scaled.mean(dim=1))
 
 
-class PaperAPT:
+class PaperAPT(FeatureReward):
     """APT on encoder features, one ICM per input. As in the original, the particles of every
     input are the *pixel* ICM's representation of its features, and one running mean serves
     all of them; the language ICM is trained but only the pixel encoder is read."""
 
-    def __init__(self, feature_dims: Mapping[str, int], weights: Mapping[str, float],
+    def __init__(self, name: str, read: Callable[[Any], Features],
+                 feature_dims: Mapping[str, int], weights: Mapping[str, float], *,
                  num_actions: int, hidden_dim: int, rep_dim: int, lr: float, knn_k: int,
                  device: str | torch.device) -> None:
+        super().__init__(name, read, device)
         self.modules = {name: FeatureICM(dim, num_actions, hidden_dim, rep_dim).to(device)
                         for name, dim in feature_dims.items()}
         self.weights = dict(weights)
@@ -199,12 +213,11 @@ class PaperAPT:
         self.entropy = ParticleEntropy(knn_k)
 
     @property
-    def stats(self) -> PriorRunningVariance:
+    def stats(self) -> RunningMeanStd:  # type: ignore[override]
         return self.entropy.stats
 
-    def reward(self, features: Mapping[str, tuple[torch.Tensor, torch.Tensor]]
-               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """(raw [N], reward [N], each input's mean term): the entropy reward of s'."""
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Raw = reward = the weighted entropy rewards of s'."""
         with torch.no_grad():
             total, terms = 0.0, {}
             encoder = self.modules["pixel"].encoder
@@ -214,8 +227,7 @@ class PaperAPT:
                 terms[name] = term.mean().item()
             return total, total, terms
 
-    def update(self, features: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
-               action: torch.Tensor) -> dict[str, float]:
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
         """One ICM step on the batch's transitions s -> s'; each input's losses."""
         out, total = {}, 0.0
         for name, (obs, next_obs) in features.items():

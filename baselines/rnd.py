@@ -3,34 +3,39 @@
 
 Random network distillation: a fixed, randomly initialised target network and a trained
 predictor read the same input; the prediction error err(s) = mean_f (pred(s)_f - target(s)_f)^2
-is high on states unlike those trained on. Rewards of a transition s -> s':
+is high on states unlike those trained on. Rewards of a transition s -> s' (fixed setting; the
+paper setting's are in :mod:`baselines.paper`):
 
 - RND:    raw = err(s')
-- NovelD: raw = relu(err(s') - alpha * err(s)), both errors from the same module, so in one
-          feature space (``noveld_alpha`` = alpha, 0.5)
+- NovelD: raw = relu(err(s') - alpha * err(s)), both errors from the same networks, so in one
+          feature space (``noveld_alpha`` = alpha, 1)
 
-and reward = raw / running std of the raw values seen so far. The pixel module reads the frame
-stacks; with ``use_language`` a second module reads the frozen sentence embedding of the
-language state (weight ``language_weight``). Pixel-only RND needs no text at all.
+and reward = raw / running std of the raw values seen so far. The pixel networks read the frame
+stacks; with ``use_language`` a second pair reads the frozen sentence embedding of the language
+state (weight ``language_weight``). Pixel-only RND needs no text at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from baselines.agent import IntrinsicAgent, check_option, is_number
+from baselines.agent import IntrinsicAgent, IntrinsicOptions
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder
 from baselines.paper import PaperRND
+from ellm.agent import AgentOptions
+from ellm.schema import boolean, non_negative
 
 
 class RND:
-    """One RND module: target and predictor are ``input encoder -> ReLU -> Linear`` networks
-    (the predictor one hidden layer deeper); only the predictor is trained (Adam at ``lr``)."""
+    """One input's RND networks: target and predictor are ``input encoder -> ReLU -> Linear``
+    networks (the predictor one hidden layer deeper); only the predictor is trained (Adam at
+    ``lr``). A :class:`~baselines.intrinsic.Scorer`."""
 
     def __init__(self, input_shape: tuple[int, ...], hidden_dim: int, rep_dim: int, lr: float,
                  noveld: bool = False, alpha: float = 0.5, device: str | torch.device = "cpu"):
@@ -56,12 +61,12 @@ class RND:
             novelty = F.relu(novelty - self.alpha * self.error(batch.obs))
         return novelty
 
-    def compute(self, batch: Transitions) -> RewardOutput:
+    def score(self, batch: Transitions) -> RewardOutput:
         raw = self.raw_reward(batch)
         self.stats.update(raw)
         return RewardOutput(raw, raw / max(self.stats.std, EPS))
 
-    def update(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions) -> dict[str, float]:
         """One predictor step towards the target on the batch's next states."""
         loss = self.error(batch.next_obs).mean()
         self.optimizer.zero_grad(set_to_none=True)
@@ -83,26 +88,34 @@ class RND:
         self.stats.load_state_dict(state["stats"])
 
 
+@dataclass(frozen=True)
+class RNDOptions(IntrinsicOptions):
+    """The ``agent`` keys of RND and NovelD (``agent/rnd.yaml``)."""
+
+    noveld: bool = boolean(False)
+    noveld_alpha: float = non_negative(1.0)
+
+
 class RNDAgent(IntrinsicAgent):
-    """ELLM's DQN trained on the RND (or NovelD) reward; see :class:`IntrinsicAgent` for the
-    shared options. Extra: ``noveld`` (False), ``noveld_alpha`` (0.5)."""
+    """ELLM's DQN trained on the RND (or NovelD) reward; see :class:`IntrinsicAgent`."""
 
-    def __init__(self, *args: Any, noveld: bool = False, noveld_alpha: float = 1.0,
-                 **kwargs: Any):
-        check_option("noveld", noveld, isinstance(noveld, bool), "true or false")
-        check_option("noveld_alpha", noveld_alpha, is_number(noveld_alpha) and noveld_alpha >= 0,
-                     "a number >= 0")
-        self.noveld, self.noveld_alpha = noveld, float(noveld_alpha)
-        self.method = "noveld" if noveld else "rnd"
-        super().__init__(*args, **kwargs)
+    Options: ClassVar[type[AgentOptions]] = RNDOptions
+    options: RNDOptions
 
-    def make_paper_module(self, feature_dims: Mapping[str, int]) -> PaperRND:
-        return PaperRND(feature_dims, self.weights, self.hidden_dim, self.rep_dim,
-                        self.intrinsic_lr, self.noveld, self.noveld_alpha, self.device)
+    @property
+    def method(self) -> str:  # type: ignore[override]
+        return "noveld" if self.options.noveld else "rnd"
 
-    def make_module(self, input_shape: tuple[int, ...]) -> RND:
-        return RND(input_shape, self.hidden_dim, self.rep_dim, self.intrinsic_lr,
-                   self.noveld, self.noveld_alpha, self.device)
+    def paper_reward(self, feature_dims: Mapping[str, int]) -> PaperRND:
+        o = self.options
+        return PaperRND(self.method, self.encoder_features, feature_dims, self.weights,
+                        hidden_dim=o.hidden_dim, rep_dim=o.rep_dim, lr=o.intrinsic_lr,
+                        noveld=o.noveld, alpha=o.noveld_alpha, device=self.device)
+
+    def scorer(self, input_shape: tuple[int, ...]) -> RND:
+        o = self.options
+        return RND(input_shape, o.hidden_dim, o.rep_dim, o.intrinsic_lr, o.noveld,
+                   o.noveld_alpha, self.device)
 
     def intrinsic_config(self) -> dict[str, Any]:
-        return {**super().intrinsic_config(), "agent.noveld": self.noveld}
+        return {**super().intrinsic_config(), "agent.noveld": self.options.noveld}

@@ -1,7 +1,9 @@
 """The training config, checked once before anything starts, and secret-free copies of it.
 
-Each block has a typed schema here (:class:`RunOptions`, :class:`AgentOptions`), the LM spec has
-:class:`ellm.lm.LMSpec`, and each game has its own (:meth:`ellm.games.Game.validate`);
+Each block has a typed schema: the run's and the env's here (:class:`RunOptions`,
+:class:`EnvOptions`), the agent's beside its class (its ``Options``, e.g.
+:class:`ellm.agent.AgentOptions`), the LM spec's :class:`ellm.lm.LMSpec`, and each game has its
+own (:meth:`ellm.games.Game.validate`);
 ``config.yaml`` documents every key where it is defined. Every problem is a
 :class:`ConfigError` naming the key and what was expected; Hydra's struct mode already rejects
 unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted and ignored.
@@ -9,6 +11,8 @@ unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted a
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import logging
 import os
 from dataclasses import dataclass
@@ -105,43 +109,14 @@ class EnvOptions:
                             "positions)", lambda v: is_int(v) and 1 <= v <= 256)
 
 
-@dataclass(frozen=True)
-class AgentOptions:
-    """The ``agent`` keys of ellm's DQN, which every agent class takes; checked for the config
-    and again by the agent's constructor, for agents built in Python."""
-
-    lr: float = valid("a positive number", lambda v: is_num(v) and v > 0)
-    use_image: bool = boolean()
-    use_goal: bool = boolean()
-    use_language_state: str | None = one_of(None, "sbert")
-    goal_encoder_type: str = one_of("sbert")
-    finetune_settings: str = one_of("train_all", "linear", "critic")
-    other_model_prob: float = probability()
-    update_every_steps: int = integer(1)
-    critic_target_update_every_steps: int = integer(1)
-    critic_target_tau: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
-    train_eps_decay_steps: int = integer(0)
-    train_eps_min: float = probability()
-    train_eps_max: float = probability()
-    eval_eps: float = probability()
-    hidden_dim: int = integer(1)
-    reinit_text_encoder: bool | str = valid(
-        "true, false or auto", lambda v: isinstance(v, bool) or v == "auto")
-
-
 # ---------------------------------------------------------------------------- validation
 def validate(cfg: DictConfig) -> Game:
     """Check the whole config before anything is built; returns the game it runs on."""
     parse(RunOptions, cfg)
     game = find_game(OmegaConf.select(cfg, "env_spec.name"))
     parse(EnvOptions, cfg.env_spec, "env_spec.")
-    if not (isinstance(cfg.agent.get("_target_"), str) and "." in cfg.agent._target_):
-        raise ConfigError(f"agent._target_={cfg.agent.get('_target_')!r} is invalid: expected a "
-                          "dotted class path, e.g. ellm.agent.DQNAgent")
-    agent = parse(AgentOptions, cfg.agent, "agent.")
-    if agent.train_eps_min > agent.train_eps_max:
-        raise ConfigError(f"agent.train_eps_min={agent.train_eps_min} is invalid: expected at "
-                          f"most agent.train_eps_max={agent.train_eps_max}")
+    agent_options(cfg).check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep,
+                                 batch_size=cfg.batch_size)
     check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
@@ -164,6 +139,47 @@ def validate(cfg: DictConfig) -> Game:
 def agent_target(cfg: DictConfig) -> str:
     """The agent class to build: ``agent._target_`` with the original's spellings mapped."""
     return AGENT_ALIASES.get(cfg.agent._target_, cfg.agent._target_)
+
+
+def agent_options(cfg: DictConfig) -> Any:
+    """The ``agent`` block parsed by the options dataclass (``Options``) of the class that
+    ``agent._target_`` names."""
+    target = cfg.agent.get("_target_")
+    if not (isinstance(target, str) and "." in target):
+        raise ConfigError(f"agent._target_={target!r} is invalid: expected a dotted class path, "
+                          "e.g. ellm.agent.DQNAgent")
+    module, _, name = agent_target(cfg).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"agent._target_={target!r} is invalid: {err}") from None
+    schema = getattr(cls, "Options", None)
+    if not dataclasses.is_dataclass(schema):
+        raise ConfigError(f"agent._target_={target!r} is invalid: expected an agent class with "
+                          "an Options dataclass of its keys (e.g. a subclass of "
+                          "ellm.agent.DQNAgent)")
+    return parse(schema, cfg.agent, "agent.")
+
+
+def method_of(cfg: DictConfig, game: Game) -> str:
+    """What a run trains, recorded as ``method`` in ``config.json`` and snapshots: ellm-oracle,
+    ellm-llm, ellm-dummy, novelty, rnd, noveld, apt, extrinsic or random."""
+    agent = cfg.agent
+    if all(float(agent[k]) == 1.0 for k in ("train_eps_min", "train_eps_max", "eval_eps")):
+        return "random"
+    cls = agent_target(cfg).rsplit(".", 1)[-1]
+    if cls == "RNDAgent":
+        return "noveld" if OmegaConf.select(agent, "noveld") else "rnd"
+    if cls in ("ICMAPTAgent", "APTAgent"):
+        return "apt"
+    if game.extrinsic(cfg):
+        return "extrinsic"
+    lm = cfg.env_spec.lm_spec
+    if lm.lm_class in ("BaselineModel", "BaselineLM"):
+        return "novelty"
+    if lm.lm_class == "SimpleOracle":
+        return "ellm-oracle"
+    return "ellm-dummy" if lm.dummy_lm else "ellm-llm"
 
 
 def resolve_device(device: Any) -> torch.device:
@@ -248,10 +264,10 @@ def redacted(cfg: DictConfig) -> dict[str, Any]:
 __all__ = [
     "AGENT_ALIASES",
     "IGNORED_KEYS",
-    "AgentOptions",
     "ConfigError",
     "EnvOptions",
     "RunOptions",
+    "agent_options",
     "agent_target",
     "check_lm_spec",
     "parse",

@@ -118,7 +118,7 @@ def test_update_uses_double_dqn_target_and_huber(embedder, monkeypatch) -> None:
         for p in agent.target.parameters():
             p.add_(0.05 * torch.randn_like(p))
     batch = make_batch(16)
-    goal, next_goal = agent.embed_ids(batch.goal), agent.embed_ids(batch.next_goal)
+    goal, next_goal = agent.text.embed_ids(batch.goal), agent.text.embed_ids(batch.next_goal)
     with torch.no_grad():
         q_next_online = agent.online(batch.next_obs, None, next_goal)
         q_next_target = agent.target(batch.next_obs, None, next_goal)
@@ -162,15 +162,15 @@ def test_text_encoder_is_the_packaged_pretrained_model_and_stays_frozen(embedder
             assert torch.equal(p.detach().cpu(), fresh[name].detach()), name
 
     agent = make_agent(embedder, use_goal=True, use_language_state="sbert", lr=1e-2)
-    assert agent.text_model is embedder.model
-    assert_pretrained(agent.text_model)
+    assert agent.text.model is embedder.model
+    assert_pretrained(agent.text.model)
     before = agent.online.goal_proj.weight.detach().clone()
     batch = make_batch(8, num_ids=40)
     for step in range(3):
         agent.update(batch, step=4 * step)
     assert not torch.equal(before, agent.online.goal_proj.weight)  # the projection does train
-    assert_pretrained(agent.text_model)
-    assert not any(p.requires_grad for p in agent.text_model.parameters())
+    assert_pretrained(agent.text.model)
+    assert not any(p.requires_grad for p in agent.text.model.parameters())
     # Checkpoints carry no transformer weights.
     n_saved = sum(t.numel() for t in agent.state_dict()["online"].values())
     assert n_saved == sum(p.numel() for p in agent.online.parameters()) < 5_000_000
@@ -198,7 +198,7 @@ def test_update_embeds_each_string_once(embedder, monkeypatch) -> None:
         next_text_obs=batch.next_text_obs), step=12)
     assert len(encoded) == len(used) and len(strings.lookups) == len(used)
     # Rows equal the embedder's output; the id cache grows past its initial size.
-    rows = agent.embed_ids(torch.tensor([[3, 150], [199, 3]]))
+    rows = agent.text.embed_ids(torch.tensor([[3, 150], [199, 3]]))
     assert rows.shape == (2, 2, 384)
     expected = embedder.embed([strings.items[i] for i in (3, 150, 199, 3)])
     torch.testing.assert_close(rows.reshape(4, 384), torch.from_numpy(expected))
@@ -238,7 +238,7 @@ def test_act_is_greedy_in_eval_and_uniform_when_exploring(embedder) -> None:
 
 def test_guided_exploration_frequency(embedder) -> None:
     # Goal-only networks keep the guide's greedy action cheap; the pixels play no part here.
-    small = dict(use_image=False, use_goal=True, hidden_dim=16)
+    small = {"use_image": False, "use_goal": True, "hidden_dim": 16}
     guide = make_agent(embedder, seed=7, **small)
     obs = make_obs()
     guide_action = guide.greedy_action(obs)
@@ -300,6 +300,30 @@ def test_text_inputs_need_an_embedder() -> None:
         DQNAgent(OBS_SHAPE, NUM_ACTIONS, use_image=False)
 
 
+def test_building_an_agent_does_not_import_the_lm_stack() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, ellm.agent, baselines.rnd, baselines.icm_apt; "
+            "ellm.agent.DQNAgent((4, 84, 84), 6, hidden_dim=8); "
+            "print([m for m in sys.modules if m.startswith(('ellm.lm', 'openai'))])")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_unknown_options_are_refused_and_numbers_become_floats() -> None:
+    with pytest.raises(TypeError, match="hidden_dims"):
+        DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dims=8)
+    agent = DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=8, train_eps_max=1, use_tb=True,
+                     vocab=1000)  # use_tb and vocab: accepted and ignored, as in the config
+    assert agent.options.train_eps_max == 1.0 and isinstance(agent.options.train_eps_max, float)
+    with pytest.raises(ValueError, match="agent.train_eps_min=0.5 is invalid"):
+        DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=8, train_eps_min=0.5, train_eps_max=0.2)
+
+
 def test_hydra_instantiate_with_the_original_config_block(embedder) -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
@@ -325,7 +349,7 @@ def test_hydra_instantiate_with_the_original_config_block(embedder) -> None:
     agent = instantiate(cfg.agent, embedder=embedder, strings=CountingStrings("hydra"),
                         discount=0.99, nstep=3)
     assert isinstance(agent, DQNAgent) and agent.obs_shape == OBS_SHAPE
-    assert agent.update_every_steps == 4
+    assert agent.options.update_every_steps == 4
     assert 0 <= agent.act(make_obs(), step=0, eval_mode=False) < 139
 
 
@@ -349,7 +373,7 @@ def test_state_dict_round_trip(embedder) -> None:
     b = make_agent(embedder, use_goal=True, lr=1e-3, seed=1, critic_target_update_every_steps=8)
     b.load_state_dict(state)
 
-    goal = a.embed_ids(batch.goal)
+    goal = a.text.embed_ids(batch.goal)
     with torch.no_grad():
         for net in ("online", "target"):
             torch.testing.assert_close(getattr(a, net)(batch.obs, None, goal),

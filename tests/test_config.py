@@ -10,6 +10,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+from ellm.agent import IGNORED_OPTIONS
 from ellm.config import (
     IGNORED_KEYS,
     ConfigError,
@@ -59,6 +60,50 @@ def test_a_bad_value_raises_naming_its_key(override, key):
         return
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(cfg)
+
+
+# An agent's keys are checked by the options dataclass of the class agent._target_ names.
+@pytest.mark.parametrize("overrides, key", [
+    (("agent=apt", "agent.rep_dim=-1"), "agent.rep_dim"),
+    (("agent=rnd", "agent.noveld=yes"), "agent.noveld"),
+    (("agent=noveld", "agent.noveld_alpha=-1"), "agent.noveld_alpha"),
+    (("agent._target_=baselines.icm_apt.ICMAPTAgent", "+agent.knn_k=0"), "agent.knn_k"),
+    (("agent=apt", "agent.knn_k=64"), "agent.knn_k=64 needs batch_size > 64"),
+    (("agent=rnd", "nstep=5"), "nstep=5 is larger than frame_stack=4"),
+    (("agent=rnd", "agent.use_language=True"), "agent.use_language=True needs"),
+    (("agent=rnd", "agent.intrinsic_lr=0"), "agent.intrinsic_lr"),
+    (("agent.reward_scale=big",), "agent.reward_scale"),
+    (("agent.use_image=False",), "at least one input"),
+    (("agent._target_=baselines.nothing.Agent",), "agent._target_"),
+    (("agent._target_=ellm.config.RunOptions",), "Options dataclass"),
+])
+def test_agent_options_are_checked_by_the_class_agent_target_names(overrides, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate(config(*overrides))
+
+
+@pytest.mark.parametrize("overrides", [
+    ("agent=rnd",), ("agent=noveld", "use_language_state=sbert"), ("agent=apt",),
+    ("agent._target_=baselines.rnd.RNDAgent", "+agent.rep_dim=16"), ("agent=dqn",),
+    ("agent._target_=dqn.DQNAgent",),
+])
+def test_every_agent_config_is_valid(overrides):
+    validate(config(*overrides))
+
+
+def test_agent_keys_ignored_by_the_config_are_ignored_by_the_agent():
+    assert {key.split(".", 1)[1] for key in IGNORED_KEYS
+            if key.startswith("agent.")} == set(IGNORED_OPTIONS)
+
+
+@pytest.mark.e2e
+def test_a_bad_agent_option_stops_train_py_before_a_run_dir_exists(train, tmp_path):
+    proc = train("agent=apt", "agent.rep_dim=-1", "exp_name=BAD", check=False, timeout=120,
+                 extra_env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 2
+    assert "agent.rep_dim=-1 is invalid: expected an integer >= 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp_local").exists()
 
 
 def test_cuda_without_a_gpu_is_refused(monkeypatch):

@@ -296,33 +296,35 @@ def test_paper_agent_feeds_one_joint_text_input_and_v2_keeps_two(sentence_embedd
 
     paper = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
                        paper_setting=True)
-    assert paper.joint_text and paper.reinit_text_encoder
+    assert paper.setting.text_input == "joint" and paper.setting.reinit_text_encoder
     assert paper.online.language_proj is not None and paper.online.goal_proj is None
     obs = make_obs()
-    expected = paper.text_encoder.embed([(obs["text_obs"], obs["goal"])])
-    got = paper._embed_pairs([(obs["text_obs"], obs["goal"])]).numpy()
-    np.testing.assert_array_equal(got, expected)
+    expected = paper.text.encoder.embed([(obs["text_obs"], obs["goal"])])
+    language, goal = paper.text.of_obs(obs)
+    np.testing.assert_array_equal(language.numpy(), expected)
+    assert goal is None
     paper.update(make_batch(), step=4)  # the batch's (state, goal) id pairs embed jointly
-    assert len(paper._pair_rows) > 0
+    assert len(paper.text._pair_rows) > 0
     fixed = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
                        paper_setting=False)
-    assert fixed.text_encoder is None and fixed.online.goal_proj is not None
+    assert fixed.text.encoder is None and fixed.online.goal_proj is not None
+    assert fixed.setting.text_input == "separate"
     switched = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
                           paper_setting=True, reinit_text_encoder=False)
-    assert switched.joint_text and switched.text_encoder.reinit_seed is None
+    assert switched.setting.text_input == "joint" and switched.text.reinit_seed is None
 
 
 def test_a_finetuned_agent_embeds_with_the_pretrained_runs_random_transformer(sentence_embedder):
     import torch
     from test_agent import make_agent, make_obs
 
-    kwargs = dict(use_goal=True, use_language_state="sbert", paper_setting=True)
+    kwargs = {"use_goal": True, "use_language_state": "sbert", "paper_setting": True}
     pretrained = make_agent(sentence_embedder, seed=1, **kwargs)
     finetuned = make_agent(sentence_embedder, seed=2, **kwargs)
     obs = make_obs()
     assert not torch.equal(pretrained.q_values(obs), finetuned.q_values(obs))
     finetuned.load_weights(pretrained.state_dict())
-    assert finetuned.text_encoder.reinit_seed == pretrained.text_encoder.reinit_seed
+    assert finetuned.text.reinit_seed == pretrained.text.reinit_seed is not None
     torch.testing.assert_close(finetuned.q_values(obs), pretrained.q_values(obs))
 
 
@@ -512,29 +514,31 @@ def test_paper_rnd_pays_one_normalised_reward_per_sample_from_the_dqn_encoder(tm
     import torch
     from test_baselines import NUM_ACTIONS, OBS_SHAPE, SMALL, roundtrip, sample, write_episodes
 
-    from baselines.paper import PriorRunningVariance
+    from baselines.intrinsic import RunningMeanStd
+    from baselines.paper import PaperRND
     from baselines.rnd import RNDAgent
 
     write_episodes(tmp_path, [7, 5])
     batch = sample(tmp_path, batch_size=16)
     for noveld in (False, True):
         agent = RNDAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, noveld=noveld, **SMALL)
-        assert agent.paper_module is not None and agent.intrinsic == {}
-        assert agent.noveld_alpha == 1.0  # the original's NovelD alpha
+        (plugin,) = agent.rewards
+        assert isinstance(plugin, PaperRND) and plugin.name == ("noveld" if noveld else "rnd")
+        assert agent.options.noveld_alpha == 1.0  # the original's NovelD alpha
         features = agent.encoder_features(batch)
         with torch.no_grad():  # the DQN's own (fused) features of s and s'
             expected = agent.online.features(batch.obs, None, None)
         assert torch.equal(features["pixel"][0], expected)
-        rnd = agent.paper_module.modules["pixel"]
+        rnd = plugin.modules["pixel"]
         with torch.no_grad():
             e, e_next = rnd.error(features["pixel"][0]), rnd.error(features["pixel"][1])
         raw = torch.relu(e_next - e) if noveld else e
-        stats = PriorRunningVariance()
+        stats = RunningMeanStd(prior_count=1e-4)
         stats.update(raw)
-        got_raw, reward, _ = agent.paper_module.reward(features)
-        assert torch.allclose(got_raw, raw, atol=1e-6)
+        reward, metrics = plugin.compute(batch)
+        assert metrics[f"{plugin.name}_raw"] == pytest.approx(raw.mean().item(), abs=1e-6)
         assert torch.allclose(reward, raw / (math.sqrt(stats.var) + 1e-8), atol=1e-5)
-        assert reward.shape == (16,)  # one per sample: it replaces the n-step sum
+        assert reward.shape == (16,)  # one per sample: it stands for the n-step return
         metrics = agent.update(batch, 4)
         assert all(math.isfinite(v) for v in metrics.values())
         again = RNDAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, noveld=noveld,
@@ -547,9 +551,9 @@ def test_prior_running_variance_is_the_originals():
     import numpy as np
     import torch
 
-    from baselines.paper import PriorRunningVariance
+    from baselines.intrinsic import RunningMeanStd
 
-    stats, m, s, n = PriorRunningVariance(), 0.0, 1.0, 1e-4
+    stats, m, s, n = RunningMeanStd(prior_count=1e-4), 0.0, 1.0, 1e-4
     for batch in (np.array([1.0, 3.0]), np.array([2.0, 2.0, 8.0])):
         stats.update(torch.tensor(batch))
         delta, bs = batch.mean() - m, len(batch)
@@ -570,15 +574,16 @@ def test_paper_apt_particle_entropy_counts_the_point_itself_and_clips(tmp_path):
     write_episodes(tmp_path, [9, 8])
     batch = sample(tmp_path, batch_size=16)
     agent = ICMAPTAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, knn_k=4, **SMALL)
-    assert agent.paper_module is not None and agent.icm_hidden_dim == 1024
-    assert agent.language_weight == 1.0  # the original's
+    (plugin,) = agent.rewards
+    assert plugin.name == "apt" and agent.options.icm_hidden_dim == 1024
+    assert agent.options.language_weight == 1.0  # the original's
     features = agent.encoder_features(batch)
     with torch.no_grad():
-        rep = agent.paper_module.modules["pixel"].encoder(features["pixel"][1])
+        rep = plugin.modules["pixel"].encoder(features["pixel"][1])
     d = torch.cdist(rep, rep).topk(4, dim=1, largest=False).values
     assert torch.allclose(d[:, 0], torch.zeros(16), atol=1e-3)  # itself, at distance 0
     expected = torch.log1p(torch.clamp(d / d.mean() - KNN_CLIP, min=0).mean(dim=1))
-    _, reward, _ = agent.paper_module.reward(features)
+    reward, _ = plugin.compute(batch)
     assert torch.allclose(reward, expected, atol=1e-4)  # first batch: the mean is its own
     metrics = agent.update(batch, 4)
     assert all(math.isfinite(v) for v in metrics.values())
