@@ -161,27 +161,6 @@ def agent_options(cfg: DictConfig) -> Any:
     return parse(schema, cfg.agent, "agent.")
 
 
-def method_of(cfg: DictConfig, game: Game) -> str:
-    """What a run trains, recorded as ``method`` in ``config.json`` and snapshots: ellm-oracle,
-    ellm-llm, ellm-dummy, novelty, rnd, noveld, apt, extrinsic or random."""
-    agent = cfg.agent
-    if all(float(agent[k]) == 1.0 for k in ("train_eps_min", "train_eps_max", "eval_eps")):
-        return "random"
-    cls = agent_target(cfg).rsplit(".", 1)[-1]
-    if cls == "RNDAgent":
-        return "noveld" if OmegaConf.select(agent, "noveld") else "rnd"
-    if cls in ("ICMAPTAgent", "APTAgent"):
-        return "apt"
-    if game.extrinsic(cfg):
-        return "extrinsic"
-    lm = cfg.env_spec.lm_spec
-    if lm.lm_class in ("BaselineModel", "BaselineLM"):
-        return "novelty"
-    if lm.lm_class == "SimpleOracle":
-        return "ellm-oracle"
-    return "ellm-dummy" if lm.dummy_lm else "ellm-llm"
-
-
 def resolve_device(device: Any) -> torch.device:
     """``auto`` picks cuda when available; asking for cuda without one is an error."""
     if not isinstance(device, str):
