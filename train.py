@@ -147,6 +147,10 @@ def main(cfg: DictConfig) -> None:
     except ActorFailed as exc:  # its traceback is in the log already
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: the actors are joined and the files closed by now
+        print(f"\ninterrupted at frame {workspace.frame}; resume from the last snapshot with "
+              f"snapshot_path={run_dir}", file=sys.stderr)
+        sys.exit(130)
     print("\n" + workspace.closing_message())
 
 

@@ -4,17 +4,19 @@ stop them.
 :class:`ActorPool` is a context manager: entering spawns the actor processes (their pids go to
 the log), leaving stops them (the stop event, then a join while their queue is drained, then
 SIGTERM for any that did not stop in time), whatever ended the run: its end, an actor's
-failure, Ctrl-C. :meth:`ActorPool.receive` returns the next chunk; an actor that raised, or
-died, stops the run with :class:`ActorFailed` naming it.
+failure, Ctrl-C. :meth:`ActorPool.receive` returns the next chunk from any actor's pipe; an
+actor that raised, or died (its pipe ends, or its exit code is set), stops the run with
+:class:`ActorFailed` naming it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue as queues
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection, wait
 from typing import Any, Self
 
 import numpy as np
@@ -35,10 +37,11 @@ class ActorFailed(RuntimeError):
     """An actor raised or died: the run stops."""
 
 
-def actor_seed(seed: int, index: int) -> int:
+def actor_seed(seed: int, index: int, *more: int) -> int:
     """Actor ``index``'s env seed: drawn from (``seed``, ``index``), so the actors of a run,
-    and the runs of a sweep, have worlds of their own."""
-    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0] % 2**31)
+    and the runs of a sweep, have worlds of their own. With the frame a run (re)starts at as
+    ``more``: the seed of its action choices, new on each resumption."""
+    return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
 
 
 def lm_budget_share(cfg: DictConfig, parts: int) -> DictConfig:
@@ -55,64 +58,71 @@ class ActorPool:
     each actor's env resets before (a resumed run)."""
 
     def __init__(self, cfg: DictConfig, num_actors: int, state: Mapping[str, Any], *,
-                 frame: int, decay_from: int | None, env_episodes: Sequence[int] = (),
-                 target: Callable[..., None] = actor_main):
+                 frame: int, decay_from: int | None, env_episodes: Sequence[int] = ()):
         self.context = mp.get_context("spawn")
-        self.num_actors, self.target = num_actors, target
+        self.num_actors = num_actors
         self.policy = SharedPolicy(self.context, state)
         self.shared = Shared(self.context, num_actors, frame, decay_from)
-        self.queue = self.context.Queue()
         config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1), resolve=True)
         episodes = list(env_episodes) + [0] * num_actors
         self.specs = [ActorSpec(i, config, actor_seed(cfg.seed, i),
-                                int(np.random.SeedSequence([cfg.seed, i, frame]).generate_state(1)[0]),
-                                episodes[i], os.getpid(), 2 * CHUNK_STEPS)
+                                actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
+                                2 * CHUNK_STEPS)
                       for i in range(num_actors)]
         self.processes: list[Any] = []
+        self.pipes: list[Connection] = []  # actor i's pipe, read end
+        self._ready: deque[int] = deque()  # actors whose pipe has a message, in turn
 
     def __enter__(self) -> Self:
         for spec in self.specs:
-            process = self.context.Process(
-                target=self.target, args=(spec, self.policy, self.shared, self.queue),
-                name=f"ellm-actor-{spec.index}", daemon=True)
+            receive, send = self.context.Pipe(duplex=False)
+            process = self.context.Process(target=actor_main,
+                                           args=(spec, self.policy, self.shared, send),
+                                           name=f"ellm-actor-{spec.index}", daemon=True)
             process.start()
+            send.close()  # the actor holds the only write end: its death is an end of file
             self.processes.append(process)
+            self.pipes.append(receive)
             log.info("actor %d started: pid %d (env seed %d)", spec.index, process.pid,
                      spec.env_seed)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop every actor: an actor blocked on a full pipe is unblocked by the reads here."""
         self.shared.stop.set()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while any(p.is_alive() for p in self.processes) and time.monotonic() < deadline:
-            self._drain(0.05)
+            for pipe in wait(self.pipes, timeout=0.05):
+                try:
+                    pipe.recv()
+                except (EOFError, OSError):
+                    self.pipes.remove(pipe)
         for process in self.processes:
             if process.is_alive():
                 log.warning("actor %s (pid %d) did not stop in %.0f s: terminating it",
                             process.name, process.pid, JOIN_TIMEOUT_S)
                 process.terminate()
             process.join()
-        self.queue.close()
-        self.queue.cancel_join_thread()
-
-    def _drain(self, timeout: float) -> None:
-        try:
-            self.queue.get(timeout=timeout)
-        except queues.Empty:
-            pass
+        for pipe in self.pipes:
+            pipe.close()
 
     # ------------------------------------------------------------------ the learner's side
     def receive(self, poll_s: float = 1.0) -> Chunk:
-        """The next chunk of any actor; :class:`ActorFailed` if one raised or died."""
-        while True:
-            self._check_alive()
-            try:
-                message = self.queue.get(timeout=poll_s)
-            except queues.Empty:
-                continue
-            if isinstance(message, ActorError):
-                raise self._failed(message)
-            return message
+        """The next chunk, the actors taking turns; :class:`ActorFailed` if one raised or
+        died."""
+        while not self._ready:
+            self._ready.extend(self.pipes.index(p) for p in wait(self.pipes, timeout=poll_s))
+            if not self._ready:
+                self._check_alive()
+        actor = self._ready.popleft()
+        try:
+            message = self.pipes[actor].recv()
+        except (EOFError, OSError):  # it closed its pipe: it exited, or was killed mid-write
+            self.processes[actor].join(timeout=5.0)
+            raise self._died(actor) from None
+        if isinstance(message, ActorError):
+            raise self._failed(message)
+        return message
 
     def took(self, actor: int, frames: int, run_frame: int, decay_from: int | None) -> None:
         """The learner took ``frames`` of ``actor``'s; the run is at ``run_frame``, and its
@@ -127,22 +137,16 @@ class ActorPool:
 
     def _check_alive(self) -> None:
         for index, process in enumerate(self.processes):
-            code = process.exitcode
-            if code is None:
-                continue
-            # An actor that raised exits with 1 after sending its traceback: report that.
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline:
-                try:
-                    message = self.queue.get(timeout=0.1)
-                except queues.Empty:
-                    continue
-                if isinstance(message, ActorError):
-                    raise self._failed(message)
-            how = (f"was killed by {signal_name(-code)}" if code < 0
-                   else f"exited with code {code}")
-            log.error("actor %d (pid %d) %s: the run stops", index, process.pid, how)
-            raise ActorFailed(f"actor {index} (pid {process.pid}) {how}")
+            if process.exitcode is not None:
+                raise self._died(index)
+
+    def _died(self, actor: int) -> ActorFailed:
+        process = self.processes[actor]
+        code = process.exitcode
+        how = (f"was killed by {signal_name(-code)}" if code is not None and code < 0
+               else f"exited with code {code}")
+        log.error("actor %d (pid %d) %s: the run stops", actor, process.pid, how)
+        return ActorFailed(f"actor {actor} (pid {process.pid}) {how}")
 
     def _failed(self, error: ActorError) -> ActorFailed:
         log.error("actor %d (pid %d) failed; the run stops. Its traceback:\n%s", error.actor,

@@ -6,7 +6,9 @@ preprocessing and an agent that only acts. It refreshes the agent's weights from
 :class:`~ellm.actors.shared.SharedPolicy` when their version moved (checked at each chunk's
 end), ships finished steps as :class:`~ellm.actors.messages.Chunk` s and waits while it is
 ``ahead`` frames ahead of what the learner took from it. An exception is sent to the main
-process as an :class:`~ellm.actors.messages.ActorError` before the actor exits.
+process as an :class:`~ellm.actors.messages.ActorError` before the actor exits. Each actor
+writes to a pipe of its own: a shared queue would leave a message torn by an actor killed
+mid-write in the way of every other actor's (the main process would wait for its end forever).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 import sys
 import traceback
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
@@ -44,27 +47,26 @@ class ActorSpec:
     ahead: int  # frames it may run ahead of what the learner took from it
 
 
-def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, queue: Any) -> None:
-    """The actor process's entry point (spawned)."""
+def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection) -> None:
+    """The actor process's entry point (spawned); ``pipe`` is its own channel to the main
+    process."""
     die_with_parent()  # a kill -9 of the main process takes the actors with it
     if os.getppid() != spec.parent:  # the parent died before the line above took effect
         return
     # Ctrl-C reaches the whole process group: the main process stops the actors itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        Actor(spec, policy, shared, queue).run()
+        Actor(spec, policy, shared, pipe).run()
     except Exception:  # noqa: BLE001 - any failure is reported, then the actor exits
-        queue.put(ActorError(spec.index, os.getpid(), traceback.format_exc()))
-        queue.close()
-        queue.join_thread()  # the report reaches the pipe before the process ends
+        pipe.send(ActorError(spec.index, os.getpid(), traceback.format_exc()))
         sys.exit(1)
 
 
 class Actor:
     """Collects episodes for the learner (see the module docstring)."""
 
-    def __init__(self, spec: ActorSpec, policy: SharedPolicy, shared: Shared, queue: Any):
-        self.spec, self.policy, self.shared, self.queue = spec, policy, shared, queue
+    def __init__(self, spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection):
+        self.spec, self.policy, self.shared, self.pipe = spec, policy, shared, pipe
         torch.set_num_threads(1)  # one core's worth: the learner and the other actors share
         cfg = OmegaConf.create(spec.config)
         game = find_game(cfg.env_spec.name)
@@ -90,7 +92,6 @@ class Actor:
                 self._episode()
         finally:
             self.rollout.goal_source.close()  # a non-blocking suggester lets its requests end
-            self.queue.cancel_join_thread()  # chunks left unread at a stop are dropped
 
     def _episode(self) -> None:
         timer = Timer()
@@ -108,7 +109,7 @@ class Actor:
                 if step.last:
                     end = EpisodeEnd.of(self.rollout, step.info, timer,
                                         self.rollout.goal_source.metrics())
-                self.queue.put(self.chunks.take(end, self._env_episodes()))
+                self.pipe.send(self.chunks.take(end, self._env_episodes()))
                 self._refresh()
             if step.last:
                 return
