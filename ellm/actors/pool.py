@@ -52,6 +52,13 @@ def lm_budget_share(cfg: DictConfig, parts: int) -> DictConfig:
     return out
 
 
+def _log_file() -> str | None:
+    """The file the run logs to (Hydra's ``train.log``), if any."""
+    files = [h.baseFilename for h in logging.getLogger().handlers
+             if isinstance(h, logging.FileHandler)]
+    return files[0] if files else None
+
+
 class ActorPool:
     """``num_actors`` actor processes (see the module docstring). ``state`` is the learner's
     ``state_dict()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
@@ -67,7 +74,7 @@ class ActorPool:
         episodes = list(env_episodes) + [0] * num_actors
         self.specs = [ActorSpec(i, config, actor_seed(cfg.seed, i),
                                 actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
-                                2 * CHUNK_STEPS)
+                                2 * CHUNK_STEPS, _log_file())
                       for i in range(num_actors)]
         self.processes: list[Any] = []
         self.pipes: list[Connection] = []  # actor i's pipe, read end

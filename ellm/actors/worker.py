@@ -13,6 +13,7 @@ mid-write in the way of every other actor's (the main process would wait for its
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -45,6 +46,7 @@ class ActorSpec:
     env_episodes: int  # resets its env had before (a resumed run goes on to new worlds)
     parent: int  # the main process's pid
     ahead: int  # frames it may run ahead of what the learner took from it
+    log_file: str | None = None  # the run's log (train.log): the actor's warnings go there too
 
 
 def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection) -> None:
@@ -55,11 +57,22 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
         return
     # Ctrl-C reaches the whole process group: the main process stops the actors itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _log_to(spec)
     try:
         Actor(spec, policy, shared, pipe).run()
     except Exception:  # noqa: BLE001 - any failure is reported, then the actor exits
         pipe.send(ActorError(spec.index, os.getpid(), traceback.format_exc()))
         sys.exit(1)
+
+
+def _log_to(spec: ActorSpec) -> None:
+    """The actor's warnings (an LM outage, a spent budget) to stderr and the run's log."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if spec.log_file:
+        handlers.append(logging.FileHandler(spec.log_file))
+    logging.basicConfig(level=logging.WARNING, handlers=handlers,
+                        format=f"[%(asctime)s][%(name)s][%(levelname)s] - actor {spec.index}: "
+                        "%(message)s")
 
 
 class Actor:
