@@ -130,6 +130,7 @@ def check_before_hydra(argv: list[str]) -> None:
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
+    from ellm.actors import ActorFailed
     from ellm.checkpoint import CheckpointError
     from ellm.config import ConfigError
     from ellm.workspace import Workspace
@@ -141,7 +142,15 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         remove_if_empty(run_dir)
         sys.exit(CONFIG_ERROR)
-    workspace.train()
+    try:
+        workspace.train()
+    except ActorFailed as exc:  # its traceback is in the log already
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: the actors are joined and the files closed by now
+        print(f"\ninterrupted at frame {workspace.frame}; resume from the last snapshot with "
+              f"snapshot_path={run_dir}", file=sys.stderr)
+        sys.exit(130)
     print("\n" + workspace.closing_message())
 
 

@@ -4,6 +4,7 @@
     python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
     python -m ellm.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
     python -m ellm.bench --slots 2 [--requests 16]
+    python -m ellm.bench --actors N [--stub-learner] [--frames 1500] [--rounds 1] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -32,6 +33,11 @@ oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps an
 the same ``--requests`` distinct prompts, all sent at once, answered by one slot with N threads,
 then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
 and their ratio.
+
+``--actors N`` runs ``train.py`` with one process and with ``N`` actors in one sitting and
+prints frames/s of both, their ratio, updates per frame of both and the bound implied by the
+measured update and actor costs; with ``--stub-learner`` the main process makes no update
+(:mod:`ellm.actors.bench`, docs/scale.md).
 """
 
 from __future__ import annotations
@@ -230,7 +236,8 @@ def _free_port() -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=1500, help="frames per timed phase")
+    parser.add_argument("--frames", type=int, default=1500,
+                        help="frames per timed phase (with --actors: measured per run)")
     parser.add_argument("--updates", type=int, default=60, help="updates in the update phase")
     parser.add_argument("--workers", type=int, default=1, help="replay_buffer_num_workers")
     parser.add_argument("--side-by-side", action="store_true",
@@ -244,8 +251,22 @@ def main(argv: list[str] | None = None) -> None:
                         help="the local LLM server: one slot against this many (answers/s)")
     parser.add_argument("--requests", type=int, default=16,
                         help="with --slots: concurrent requests")
+    parser.add_argument("--actors", type=int, default=0,
+                        help="one process against this many actors (train.py runs)")
+    parser.add_argument("--stub-learner", action="store_true",
+                        help="with --actors: no updates, the main process only stores")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --actors: runs of each setting, in turn")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.actors:
+        from ellm.actors.bench import actors_bench
+
+        if args.actors < 2 or args.rounds < 1:
+            parser.error("--actors needs an integer >= 2 and --rounds one >= 1")
+        actors_bench(args.actors, max(args.frames, 800), args.rounds, args.stub_learner,
+                     args.overrides)
+        return
     if args.slots:
         if args.slots < 2 or args.requests < 1:
             parser.error("--slots needs an integer >= 2 and --requests one >= 1")

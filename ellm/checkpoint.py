@@ -9,9 +9,11 @@ no live objects are pickled, so checkpoints survive library upgrades.
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 FORMAT = 1
@@ -64,3 +66,27 @@ def load(path: str | Path, key: str = "snapshot_path") -> tuple[dict[str, Any], 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{key}: {str(path)!r} is not an ellm snapshot (format {FORMAT})")
     return data["agent"], data["meta"]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the process-wide streams: Python's, NumPy's and torch's."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """The process-wide random streams as plain data (a snapshot's ``rng``)."""
+    np_state = np.random.get_state()
+    return {
+        "python": list(random.getstate()[1]), "python_pos": random.getstate()[2],
+        "numpy": {"keys": np_state[1].tolist(), "pos": int(np_state[2])},
+        "torch": torch.get_rng_state(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate((3, tuple(state["python"]), state["python_pos"]))
+    keys = np.array(state["numpy"]["keys"], dtype=np.uint32)
+    np.random.set_state(("MT19937", keys, state["numpy"]["pos"], 0, 0.0))
+    torch.set_rng_state(state["torch"])

@@ -64,6 +64,8 @@ class RunOptions:
 
     num_train_frames: int = integer(0)
     num_seed_frames: int = integer(0)
+    num_actors: int = integer(1)
+    actor_sync_frames: int = integer(1)
     eval_every_frames: int = integer(1)
     num_eval_episodes: int = integer(0)
     frame_stack: int = integer(1)

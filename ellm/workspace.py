@@ -8,20 +8,19 @@ loader, the agent, the evaluator, the logger and the checkpoints:
     seed frames (random actions) -> every step: one rollout step (act, env step, reward against
     the previous state's goals, new goals), store -> one update every ``update_every_steps`` ->
     every ``eval_every_frames``: evaluate and snapshot.
+
+With ``num_actors`` >= 2 the rollouts run in actor processes (:mod:`ellm.actors`) and this
+process learns from the chunks of steps they send, counting them one by one as it would count
+its own: same replay, same updates per frame, same evaluations (docs/scale.md).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import random
-from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 import torch
 from omegaconf import DictConfig
@@ -29,39 +28,25 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint
-from ellm.config import (
-    agent_target,
-    resolve_device,
-    resolve_threads,
-    resolve_workers,
-    run_config,
-    validate,
-)
+from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share
+from ellm.actors.loop import ActorLoop, Episode
+from ellm.build import add_guide, make_agent, rollout_parts
+from ellm.checkpoint import rng_state, seed_everything, set_rng_state
+from ellm.config import resolve_device, resolve_threads, resolve_workers, run_config, validate
 from ellm.entry import write_record
 from ellm.evaluate import DIAGNOSTICS, Evaluator
-from ellm.frames import FRAME_SIZE, paper_gray84, to_gray84
 from ellm.games import EpisodeCounted
 from ellm.goals import NoGoals
-from ellm.inputs import AgentInputs
 from ellm.logger import Logger
 from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
-from ellm.reward import GameReward, StepReward
 from ellm.rollout import Rollout, Step
 from ellm.timing import Progress, Timer
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Episode:
-    """What the loop keeps of the training episode in progress (the rollout keeps the rest)."""
-
-    timer: Timer = field(default_factory=Timer)
-    updates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-
-
-class Workspace:
+class Workspace(ActorLoop):
     """Everything one training run needs; ``train()`` runs it."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
@@ -69,6 +54,7 @@ class Workspace:
         self.cfg = cfg
         self.method = resolve_method(cfg, self.game)
         self.device = resolve_device(cfg.device)
+        self.num_actors = int(cfg.num_actors)  # >= 2: actor processes collect (ellm.actors)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
         self.paper = self.game.paper_setting(cfg)  # docs/fidelity.md
@@ -78,7 +64,7 @@ class Workspace:
         log.info("%s on %s; device: %s (asked: %s); torch threads: %d; run dir: %s",
                  self.method.name, cfg.env_spec.name, self.device, cfg.device,
                  torch.get_num_threads(), self.run_dir)
-        _seed_everything(cfg.seed)
+        seed_everything(cfg.seed)
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
         self._build_rollouts(keep)
@@ -89,17 +75,13 @@ class Workspace:
         # summed over the run reach 1 (first_reward_frame is when they did).
         self.cumulative_reward = 0.0
         self.first_reward_frame: int | None = None
+        self.actor_env_episodes: list[int] = []  # each actor's env resets (resumed runs)
         if snapshot is not None and resuming:
             self._restore(*snapshot)
         elif snapshot is not None:
             self.agent.load_weights(snapshot[0])
             log.info("finetuning: loaded network weights from %s", cfg.snapshot_path)
-        if cfg.expl_agent_path:
-            guide = self._make_agent(hold_epsilon=False)
-            guide.load_weights(checkpoint.load(cfg.expl_agent_path, "expl_agent_path")[0])
-            self.agent.set_exploration_agent(guide)
-            log.info("guided exploration from %s (other_model_prob=%s)",
-                     cfg.expl_agent_path, cfg.other_model_prob)
+        add_guide(self.agent, cfg, **self._agent_build())
 
         write_record(self.run_dir, self.record())
         self.logger = Logger(
@@ -112,25 +94,20 @@ class Workspace:
         self._lm_logged = self._lm_metrics()  # the lm/ metrics last logged
 
     def _build_rollouts(self, keep_until: int | None) -> None:
-        """The training rollout and the evaluator's, each with its own env and goal source;
-        the evaluator scores only the game's goal reward (its intrinsic return)."""
+        """The training rollout (none when actors collect) and the evaluator's, each with its
+        own env and goal source; the evaluator scores only the game's goal reward (its
+        intrinsic return)."""
         cfg, game = self.cfg, self.game
-        env = game.make_env(cfg, cfg.seed)
-        self.inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
-                                  functools.partial(game.goal_text, cfg),
-                                  paper_gray84 if self.paper else to_gray84)
-        self.embedder = None
-        if (cfg.use_goal or cfg.use_language_state is not None
-                or (self.method.goal_reward and game.needs_embedder(cfg))):
-            from ellm.embed import SentenceEmbedder
-
-            self.embedder = SentenceEmbedder(cfg.sbert_model, device=str(self.device))
-        self.goals, rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
-        rewards = [*rewards, *self.method.rewards(cfg), *self._game_reward()]
-        self.rollout = Rollout(env, self.goals, rewards, self.inputs, cfg.frame_stack)
+        if self.num_actors > 1:  # every process holds a share of the LM budget
+            cfg = lm_budget_share(cfg, self.num_actors + 1)
+        parts = rollout_parts(cfg, game, self.method, self.device,
+                              cfg.seed if self.num_actors == 1 else None)
+        self.inputs, self.embedder = parts.inputs, parts.embedder
+        self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
         eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
         eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
         eval_rewards += self.method.rewards(cfg)
+        self.goals = parts.goals if parts.goals is not None else ActorGoals(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack), game,
             stats_path=self.run_dir / "eval" / "stats.jsonl",
@@ -139,10 +116,6 @@ class Workspace:
             goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, cfg.frame_stack),
             sources=[self.goals, eval_goals], keep_until=keep_until)
         self.eval_goals = eval_goals
-
-    def _game_reward(self) -> list[StepReward]:
-        weight = self.method.game_weight(self.cfg)
-        return [] if weight is None else [GameReward(weight)]
 
     def _build_replay(self) -> None:
         cfg = self.cfg
@@ -160,7 +133,8 @@ class Workspace:
 
     @property
     def env(self) -> Any:
-        return self.rollout.env
+        """The training env (None when actors collect)."""
+        return self.rollout.env if self.rollout is not None else None
 
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
@@ -174,15 +148,12 @@ class Workspace:
         return run_config(self.cfg, self.goals.answering_client())
 
     def _make_agent(self, hold_epsilon: bool):
-        cfg = self.cfg
-        return hydra.utils.instantiate(
-            cfg.agent, _target_=agent_target(cfg),
-            obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
-            num_actions=self.env.action_space.n, device=str(self.device),
-            embedder=self.embedder, strings=self.strings, discount=cfg.discount,
-            nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=cfg.seed,
-            use_extr_rew=cfg.use_extr_rew, paper_setting=self.paper,
-            max_text_tokens=cfg.env_spec.max_seq_len)
+        return make_agent(self.cfg, hold_epsilon=hold_epsilon, **self._agent_build())
+
+    def _agent_build(self) -> dict[str, Any]:
+        return {"num_actions": self.evaluator.env.action_space.n, "device": self.device,
+                "embedder": self.embedder, "strings": self.strings, "seed": self.cfg.seed,
+                "paper": self.paper}
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:
@@ -193,28 +164,38 @@ class Workspace:
                                  every=min(10_000, max(100, cfg.num_train_frames // 20)))
         try:
             with logging_redirect_tqdm():  # log lines print above the progress bar
-                if self.frame == 0 < cfg.num_train_frames:
-                    self._evaluate()  # the untrained agent, as the original evaluates at step 0
-                episode = self._start_episode()
-                while self.frame < cfg.num_train_frames:
-                    step = self._step(episode)
-                    if self._should_update():
-                        self._update(episode)
-                    if step.last:
-                        self._end_episode(episode, step.info)
-                        episode = self._start_episode()
-                    if self._eval_due():
-                        self._evaluate()
+                if self.num_actors > 1:
+                    self._train_with_actors()
+                else:
+                    self._train_here()
                 self.progress.close()
-        finally:
+        finally:  # also on Ctrl-C or an actor's failure: the LM's last counts, files closed
             drained = self._close_lm()
-        if drained:
-            self.logger.log(drained, self.frame)
-        self.logger.close()
+            if drained:
+                self.logger.log(drained, self.frame)
+            self.logger.close()
         self.wall_time = timer.elapsed()
         log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
                  self.wall_time)
         return self.last_eval
+
+    def _train_here(self) -> None:
+        """The one-process loop: this process steps the env."""
+        self._first_evaluation()
+        episode = self._start_episode()
+        while self.frame < self.cfg.num_train_frames:
+            step = self._step(episode)
+            if self._should_update():
+                self._update(episode)
+            if step.last:
+                self._end_episode(episode, step.info)
+                episode = self._start_episode()
+            if self._eval_due():
+                self._evaluate()
+
+    def _first_evaluation(self) -> None:
+        if self.frame == 0 < self.cfg.num_train_frames:
+            self._evaluate()  # the untrained agent, as the original evaluates at step 0
 
     def closing_message(self) -> str:
         """The end of a run in words: what was trained, how it did, where it is, what next."""
@@ -235,20 +216,24 @@ class Workspace:
         return Episode()
 
     def _step(self, ep: Episode) -> Step:
-        """One rollout step, stored; the frame counters and the reward-triggered schedule."""
+        """One rollout step, stored and counted."""
         step = self.rollout.step(
             lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False), ep.timer)
         self.storage.add(step.frame, step.action, step.reward, step.info["discount"],
                          self.inputs.text(step.obs), self.inputs.goal(step.goals), step.last,
                          game_reward=step.game_reward)
+        self._count(step.reward)
+        return step
+
+    def _count(self, reward: float) -> None:
+        """One more frame: the frame counters and the reward-triggered schedule."""
         self.frame += 1
-        self.cumulative_reward += step.reward
+        self.cumulative_reward += reward
         self.progress.update(self.frame)
         if self.first_reward_frame is None and self.cumulative_reward >= 1:
             self.first_reward_frame = self.frame
             if self.agent.start_epsilon_decay(self.frame):
                 log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
-        return step
 
     def _should_update(self) -> bool:
         cfg = self.cfg
@@ -267,25 +252,26 @@ class Workspace:
                 ep.updates[key].append(value)
 
     def _end_episode(self, ep: Episode, info: Mapping[str, Any]) -> None:
+        self._log_episode(EpisodeEnd.of(self.rollout, info, ep.timer), ep)
+
+    def _log_episode(self, end: EpisodeEnd, ep: Episode) -> None:
         self.episode += 1
-        stats = info["episode_stats"]
-        summary = self.rollout.summary()
+        summary, stats = end.summary, end.stats
         self._lm_logged = self._lm_metrics()
         self.train_stats.write({**stats, "frame": self.frame})
-        elapsed = ep.timer.elapsed()
         self.logger.log({
             "train/episode_reward": summary["reward"],
             "train/episode_length": summary["length"],
             "train/game_reward": stats["reward"],
             "train/episode": self.episode,
-            "train/fps": summary["length"] / elapsed,
+            "train/fps": end.fps,
             "train/epsilon": self.agent.epsilon(self.frame),
             "train/buffer_size": self.storage.num_transitions,
             "train/updates": self.agent.num_updates,  # gradient updates so far, cumulative
             **{f"train/{k}": summary[k] for k in DIAGNOSTICS},
-            **{f"reward/{k}": summary[k] for k in self.reward_metrics},
+            **{f"reward/{k}": summary[k] for k in end.reward_metrics},
             **self.game.episode_metrics(stats),
-            **{f"time/{k}": v for k, v in ep.timer.fractions().items()},
+            **{f"time/{k}": v for k, v in end.times.items()},
             **self._lm_logged,
             **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
         }, self.frame)
@@ -295,11 +281,6 @@ class Workspace:
             key, label = self.game.headline
             status += f" | last eval {self.last_eval[key]:.2f} {label}"
         self.progress.set_status(status)
-
-    @property
-    def reward_metrics(self) -> list[str]:
-        """The per-step rewards' episode metrics (e.g. ``goal_matches``)."""
-        return [k for r in self.rollout.rewards for k in r.episode_metrics()]
 
     def _eval_due(self) -> bool:
         every = self.cfg.eval_every_frames
@@ -317,10 +298,11 @@ class Workspace:
 
     def _lm_metrics(self) -> dict[str, float]:
         """LM counters of the training and evaluation suggesters together (the budget entries
-        describe the one process-wide ledger, so they are taken once)."""
+        describe the one process-wide ledger, so they are taken once; with actors, every
+        process has its own and :class:`ActorGoals` pools them all)."""
         totals = dict(self.goals.metrics())
         for key, value in self.eval_goals.metrics().items():
-            if not key.startswith("budget_"):
+            if not (key.startswith("budget_") or isinstance(self.goals, ActorGoals)):
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
 
@@ -347,8 +329,9 @@ class Workspace:
             "method": self.method.name, "game": self.game.name,
             "config": self._config(),
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
-            "rng": _rng_state(),
+            "rng": rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
+            "actor_env_episodes": list(self.actor_env_episodes),
         }
         return checkpoint.save(self.run_dir / checkpoint.SNAPSHOT_NAME, self.agent.state_dict(), meta)
 
@@ -357,33 +340,12 @@ class Workspace:
         self.frame, self.episode = int(meta["frame"]), int(meta["episode"])
         self.first_reward_frame = meta.get("first_reward_frame")
         self.cumulative_reward = float(meta.get("cumulative_reward", 0.0))
-        _set_rng_state(meta["rng"])
+        set_rng_state(meta["rng"])
         for name, env in self._seeded_envs().items():  # new worlds, not the first ones again
             env.episode_count = meta.get("env_episodes", {}).get(name, 0)
+        self.actor_env_episodes = [int(n) for n in meta.get("actor_env_episodes", [])]
         log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
                  self.episode)
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
-    return {
-        "python": list(random.getstate()[1]), "python_pos": random.getstate()[2],
-        "numpy": {"keys": np_state[1].tolist(), "pos": int(np_state[2])},
-        "torch": torch.get_rng_state(),
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate((3, tuple(state["python"]), state["python_pos"]))
-    keys = np.array(state["numpy"]["keys"], dtype=np.uint32)
-    np.random.set_state(("MT19937", keys, state["numpy"]["pos"], 0, 0.0))
-    torch.set_rng_state(state["torch"])
 
 
 __all__ = ["Workspace"]

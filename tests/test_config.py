@@ -34,6 +34,8 @@ def config(*overrides: str):
     ("batch_size=abc", "batch_size"),
     ("discount=0", "discount"),
     ("torch_threads=0", "torch_threads"),
+    ("num_actors=0", "num_actors"),
+    ("actor_sync_frames=0", "actor_sync_frames"),
     ("replay_buffer_num_workers=-1", "replay_buffer_num_workers"),
     ("env_spec.name=CrafterTextEnv-v9", "env_spec.name"),
     ("env_spec.action_space_type=hard", "env_spec.action_space_type"),

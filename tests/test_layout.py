@@ -17,7 +17,8 @@ GAMES = ("text_crafter", "text_housekeep")
 # ellm.games (its Game plug-in), never by importing it.
 CORE = ("ellm/workspace.py", "ellm/evaluate.py", "ellm/rollout.py", "ellm/reward.py",
         "ellm/goals.py", "ellm/agent.py", "ellm/config.py", "ellm/methods.py",
-        "ellm/lm/base.py", "ellm/lm/__init__.py")
+        "ellm/lm/base.py", "ellm/lm/__init__.py", "ellm/build.py", "ellm/actors/worker.py",
+        "ellm/actors/loop.py", "ellm/actors/pool.py")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -1,0 +1,132 @@
+"""Frames/s of one process against ``N`` actors, measured in one sitting.
+
+    python -m ellm.bench --actors N [--stub-learner] [--frames 1500] [--rounds 1] [key=value ...]
+
+Runs ``train.py`` with the same config (the README's oracle pretraining command, on the CPU,
+no evaluation) with ``num_actors=1`` and with ``num_actors=N``, ``--rounds`` times in turn, and
+reads each run's ``train.csv``/``time.csv`` over ``--frames`` frames of updates (the first
+episode past the seed frames, when the actors start up, is left out). It prints frames/s of
+both, their ratio, updates per frame of both (the learner keeps the configured ratio, so they
+should match) and the bound the one-process run's own costs imply for ``N`` actors:
+
+    min(learner: 1 / learner, actors: N / the rest, cores: C / (learner + the rest))
+
+from its seconds per frame: the learner's (sampling and updating, from ``time.csv``) and the
+rest (env step, act, goals and rewards, which the actors take over, and storage). Frames/s are
+wall-clock rates from the log's progress lines, resets and all.
+``--stub-learner`` makes no update at all (the seed frames cover the run, the main process only
+stores), which shows how the actor side scales with ``N`` without a learner.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+from ellm.config import usable_cpus
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+       "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=true",
+       "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000"]
+SEED_FRAMES = 400
+LEARNER = ("sample", "update")  # time/ sections of the learner
+PROGRESS = re.compile(r"frame (\d+)/\d+ \(\d+%\) \| ([\d.]+) frames/s")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One run past its first frames."""
+
+    fps: float  # wall-clock frames/s (the progress lines of the log: resets and all)
+    updates_per_frame: float
+    learner: float  # seconds per frame sampling and updating (one-process runs)
+    frames: int
+
+    @classmethod
+    def of(cls, run_dir: Path, after: int) -> Measured:
+        """The frames past ``after`` over the wall time they took; the learner's share from
+        ``time.csv`` (each training row's sections times its episode's seconds)."""
+        frames = seconds = 0.0
+        for prev, (frame, rate) in pairwise(_progress(run_dir / "train.log")):
+            if prev[0] >= after:
+                frames, seconds = frames + frame - prev[0], seconds + (frame - prev[0]) / rate
+        train, times = _rows(run_dir / "train.csv"), _rows(run_dir / "time.csv")
+        rows = [(r, t) for r, t in zip(train, times) if float(r["frame"]) > after]
+        if not frames or len(rows) < 2:
+            raise SystemExit(f"{run_dir}: too few frames past frame {after}; raise --frames")
+        learn = sum(float(r["episode_length"]) / float(r["fps"])
+                    * sum(float(t.get(k) or 0) for k in LEARNER) for r, t in rows)
+        counted = float(rows[-1][0]["frame"]) - float(rows[0][0]["frame"])
+        updates = float(rows[-1][0]["updates"]) - float(rows[0][0]["updates"])
+        return cls(frames / seconds, updates / counted, learn / sum(
+            float(r["episode_length"]) for r, _ in rows), int(frames))
+
+
+def _progress(log: Path) -> list[tuple[int, float]]:
+    return [(int(m[1]), float(m[2])) for m in PROGRESS.finditer(log.read_text())]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _run(out: Path, actors: int, frames: int, stub: bool, overrides: list[str]) -> Measured:
+    seed = frames + 2 * SEED_FRAMES + 1 if stub else SEED_FRAMES
+    total = frames + 2 * SEED_FRAMES
+    cmd = [sys.executable, str(ROOT / "train.py"), *RUN, f"num_actors={actors}",
+           f"num_train_frames={total}", f"num_seed_frames={seed}", f"hydra.run.dir={out}",
+           *overrides]
+    env = {**os.environ, "ELLM_CACHE_DIR": str(out.parent / "lm_cache")}
+    proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"train.py (num_actors={actors}) failed:\n{proc.stderr[-3000:]}")
+    return Measured.of(out, after=2 * SEED_FRAMES)
+
+
+def _mean(runs: list[Measured]) -> Measured:
+    frames = sum(r.frames for r in runs)
+
+    def weighed(name: str) -> float:
+        return sum(getattr(r, name) * r.frames for r in runs) / frames
+
+    seconds = sum(r.frames / r.fps for r in runs)
+    return Measured(frames / seconds, weighed("updates_per_frame"), weighed("learner"), frames)
+
+
+def actors_bench(num_actors: int, frames: int, rounds: int, stub: bool,
+                 overrides: list[str]) -> None:
+    runs: dict[int, list[Measured]] = {1: [], num_actors: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for n, measured in runs.items():
+                measured.append(_run(Path(tmp) / f"round{r}_actors{n}", n, frames, stub,
+                                     overrides))
+    one, many = _mean(runs[1]), _mean(runs[num_actors])
+    kind = "stub learner (no updates: the main process only stores)" if stub else "updates on"
+    print(f"{kind}; {usable_cpus()} usable cores; {one.frames} + {many.frames} frames measured "
+          f"over {rounds} round(s)")
+    print(f"1 process  : {one.fps:6.1f} frames/s, {one.updates_per_frame:.4f} updates/frame")
+    print(f"{num_actors} actors   : {many.fps:6.1f} frames/s = {many.fps / one.fps:.2f}x, "
+          f"{many.updates_per_frame:.4f} updates/frame")
+    per_frame = 1 / one.fps
+    env_side = per_frame - one.learner  # the actors' part, and the storage the learner keeps
+    bounds = {"learner": 1 / one.learner if one.learner else float("inf"),
+              "actors": num_actors / env_side, "cores": usable_cpus() / per_frame}
+    name, bound = min(bounds.items(), key=lambda item: item[1])
+    print(f"one process's costs per frame: learner (sample + update) {1e3 * one.learner:.2f} ms, "
+          f"the rest (env side, storage) {1e3 * env_side:.2f} ms")
+    print(f"bound for {num_actors} actors: {bound:.1f} frames/s = {bound * per_frame:.2f}x "
+          f"(set by the {name}; " + ", ".join(f"{k} {v:.1f}" for k, v in bounds.items()) + ")")
+
+
+__all__ = ["Measured", "actors_bench"]

@@ -1,0 +1,165 @@
+"""The main process's side of the actors: start them, take their chunks, notice their faults,
+stop them.
+
+:class:`ActorPool` is a context manager: entering spawns the actor processes (their pids go to
+the log), leaving stops them (the stop event, then a join while their queue is drained, then
+SIGTERM for any that did not stop in time), whatever ended the run: its end, an actor's
+failure, Ctrl-C. :meth:`ActorPool.receive` returns the next chunk from any actor's pipe; an
+actor that raised, or died (its pipe ends, or its exit code is set), stops the run with
+:class:`ActorFailed` naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any, Self
+
+import numpy as np
+import torch.multiprocessing as mp
+from omegaconf import DictConfig, OmegaConf
+
+from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
+from ellm.actors.shared import Shared, SharedPolicy
+from ellm.actors.worker import ActorSpec, actor_main
+from ellm.lm.watch import signal_name
+
+log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT_S = 30.0  # an actor's time to stop (it may be in an env step or an LM request)
+
+
+class ActorFailed(RuntimeError):
+    """An actor raised or died: the run stops."""
+
+
+def actor_seed(seed: int, index: int, *more: int) -> int:
+    """Actor ``index``'s env seed: drawn from (``seed``, ``index``), so the actors of a run,
+    and the runs of a sweep, have worlds of their own. With the frame a run (re)starts at as
+    ``more``: the seed of its action choices, new on each resumption."""
+    return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
+
+
+def lm_budget_share(cfg: DictConfig, parts: int) -> DictConfig:
+    """``cfg`` with ``env_spec.lm_spec.budget`` divided by ``parts``: every process holds its
+    own budget ledger, so each gets an equal share and the run never spends more in all."""
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    out.env_spec.lm_spec.budget = float(cfg.env_spec.lm_spec.budget) / parts
+    return out
+
+
+def _log_file() -> str | None:
+    """The file the run logs to (Hydra's ``train.log``), if any."""
+    files = [h.baseFilename for h in logging.getLogger().handlers
+             if isinstance(h, logging.FileHandler)]
+    return files[0] if files else None
+
+
+class ActorPool:
+    """``num_actors`` actor processes (see the module docstring). ``state`` is the learner's
+    ``state_dict()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
+    each actor's env resets before (a resumed run)."""
+
+    def __init__(self, cfg: DictConfig, num_actors: int, state: Mapping[str, Any], *,
+                 frame: int, decay_from: int | None, env_episodes: Sequence[int] = ()):
+        self.context = mp.get_context("spawn")
+        self.num_actors = num_actors
+        self.policy = SharedPolicy(self.context, state)
+        self.shared = Shared(self.context, num_actors, frame, decay_from)
+        config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1), resolve=True)
+        episodes = list(env_episodes) + [0] * num_actors
+        self.specs = [ActorSpec(i, config, actor_seed(cfg.seed, i),
+                                actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
+                                2 * CHUNK_STEPS, _log_file())
+                      for i in range(num_actors)]
+        self.processes: list[Any] = []
+        self.pipes: list[Connection] = []  # actor i's pipe, read end
+        self._ready: deque[int] = deque()  # actors whose pipe has a message, in turn
+
+    def __enter__(self) -> Self:
+        for spec in self.specs:
+            receive, send = self.context.Pipe(duplex=False)
+            process = self.context.Process(target=actor_main,
+                                           args=(spec, self.policy, self.shared, send),
+                                           name=f"ellm-actor-{spec.index}", daemon=True)
+            process.start()
+            send.close()  # the actor holds the only write end: its death is an end of file
+            self.processes.append(process)
+            self.pipes.append(receive)
+            log.info("actor %d started: pid %d (env seed %d)", spec.index, process.pid,
+                     spec.env_seed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop every actor: an actor blocked on a full pipe is unblocked by the reads here."""
+        self.shared.stop.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while any(p.is_alive() for p in self.processes) and time.monotonic() < deadline:
+            for pipe in wait(self.pipes, timeout=0.05):
+                try:
+                    pipe.recv()
+                except (EOFError, OSError):
+                    self.pipes.remove(pipe)
+        for process in self.processes:
+            if process.is_alive():
+                log.warning("actor %s (pid %d) did not stop in %.0f s: terminating it",
+                            process.name, process.pid, JOIN_TIMEOUT_S)
+                process.terminate()
+            process.join()
+        for pipe in self.pipes:
+            pipe.close()
+
+    # ------------------------------------------------------------------ the learner's side
+    def receive(self, poll_s: float = 1.0) -> Chunk:
+        """The next chunk, the actors taking turns; :class:`ActorFailed` if one raised or
+        died."""
+        while not self._ready:
+            self._ready.extend(self.pipes.index(p) for p in wait(self.pipes, timeout=poll_s))
+            if not self._ready:
+                self._check_alive()
+        actor = self._ready.popleft()
+        try:
+            message = self.pipes[actor].recv()
+        except (EOFError, OSError):  # it closed its pipe: it exited, or was killed mid-write
+            self.processes[actor].join(timeout=5.0)
+            raise self._died(actor) from None
+        if isinstance(message, ActorError):
+            raise self._failed(message)
+        return message
+
+    def took(self, actor: int, frames: int, run_frame: int, decay_from: int | None) -> None:
+        """The learner took ``frames`` of ``actor``'s; the run is at ``run_frame``, and its
+        epsilon decays from ``decay_from`` once the rewards reached 1 (decay_after_reward)."""
+        self.shared.taken[actor] += frames
+        self.shared.frame.value = run_frame
+        if decay_from is not None:
+            self.shared.decay_from.value = decay_from
+
+    def publish(self, state: Mapping[str, Any]) -> None:
+        self.policy.publish(state)
+
+    def _check_alive(self) -> None:
+        for index, process in enumerate(self.processes):
+            if process.exitcode is not None:
+                raise self._died(index)
+
+    def _died(self, actor: int) -> ActorFailed:
+        process = self.processes[actor]
+        code = process.exitcode
+        how = (f"was killed by {signal_name(-code)}" if code is not None and code < 0
+               else f"exited with code {code}")
+        log.error("actor %d (pid %d) %s: the run stops", actor, process.pid, how)
+        return ActorFailed(f"actor {actor} (pid {process.pid}) {how}")
+
+    def _failed(self, error: ActorError) -> ActorFailed:
+        log.error("actor %d (pid %d) failed; the run stops. Its traceback:\n%s", error.actor,
+                  error.pid, error.traceback.rstrip())
+        last = error.traceback.strip().splitlines()[-1]
+        return ActorFailed(f"actor {error.actor} (pid {error.pid}) failed: {last}")
+
+
+__all__ = ["ActorFailed", "ActorPool", "actor_seed", "lm_budget_share"]

@@ -1,0 +1,80 @@
+"""What the main process and the actors share: the policy's weights and a few counters.
+
+:class:`SharedPolicy` holds the learner's state dict in shared memory (tensors allocated once,
+overwritten in place) with a version number: the learner publishes, an actor loads only when
+the version moved. :class:`Shared` holds the counters an actor reads (the run's frame, the
+frame epsilon started to decay at, the frames the learner took from each actor) and the stop
+event. No pickle crosses per step: only chunks go through the queue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# The optimiser's state is the learner's alone: acting never reads it.
+_NOT_SHARED = frozenset({"optimizer"})
+
+
+def _share(state: Any) -> Any:
+    """A copy of ``state`` whose tensors live in shared memory (other values as they are)."""
+    if isinstance(state, Mapping):
+        return {k: _share(v) for k, v in state.items() if k not in _NOT_SHARED}
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True).share_memory_()
+    return state
+
+
+def _copy_into(shared: Any, state: Any) -> None:
+    if isinstance(shared, dict):
+        for key, value in shared.items():
+            _copy_into(value, state[key])
+    elif isinstance(shared, torch.Tensor):
+        shared.copy_(state.detach())
+
+
+class SharedPolicy:
+    """The learner's weights for the actors (see the module docstring)."""
+
+    def __init__(self, context: Any, state: Mapping[str, Any]):
+        self.state = _share(state)
+        self.version = context.Value("q", 1, lock=False)
+        self.lock = context.Lock()
+
+    def publish(self, state: Mapping[str, Any]) -> None:
+        """Learner: overwrite the shared weights with ``state`` (the agent's ``state_dict()``)."""
+        with self.lock:
+            _copy_into(self.state, state)
+            self.version.value += 1
+
+    def refresh(self, agent: Any, seen: int) -> int:
+        """Actor: load the shared weights into ``agent`` if they changed since version ``seen``;
+        returns the version it now holds."""
+        if self.version.value == seen:
+            return seen
+        with self.lock:
+            agent.load_weights(self.state)
+            return int(self.version.value)
+
+
+class Shared:
+    """Counters and the stop event of one pool of ``num_actors`` actors."""
+
+    def __init__(self, context: Any, num_actors: int, frame: int, decay_from: int | None):
+        self.frame = context.Value("q", frame, lock=False)
+        self.decay_from = context.Value("q", -1 if decay_from is None else decay_from,
+                                        lock=False)
+        self.taken = context.Array("q", num_actors, lock=False)
+        self.stop = context.Event()
+
+    def wait_for_room(self, actor: int, produced: int, ahead: int) -> None:
+        """Actor: block while it is ``ahead`` frames or more ahead of what the learner took
+        from it (or until the run stops)."""
+        while produced - self.taken[actor] >= ahead and not self.stop.is_set():
+            time.sleep(0.002)
+
+
+__all__ = ["Shared", "SharedPolicy"]

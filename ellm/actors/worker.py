@@ -1,0 +1,144 @@
+"""One actor process: the run's rollout on its own env, acting with a CPU copy of the policy.
+
+It builds its pieces as the workspace does (:func:`ellm.build.rollout_parts`,
+:func:`ellm.build.make_agent`): env, captions, goal source, per-step rewards, frame
+preprocessing and an agent that only acts. It refreshes the agent's weights from the
+:class:`~ellm.actors.shared.SharedPolicy` when their version moved (checked at each chunk's
+end), ships finished steps as :class:`~ellm.actors.messages.Chunk` s and waits while it is
+``ahead`` frames ahead of what the learner took from it. An exception is sent to the main
+process as an :class:`~ellm.actors.messages.ActorError` before the actor exits. Each actor
+writes to a pipe of its own: a shared queue would leave a message torn by an actor killed
+mid-write in the way of every other actor's (the main process would wait for its end forever).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter, EpisodeEnd
+from ellm.actors.shared import Shared, SharedPolicy
+from ellm.build import add_guide, make_agent, rollout_parts
+from ellm.checkpoint import seed_everything
+from ellm.games import EpisodeCounted, find_game
+from ellm.lm.watch import die_with_parent
+from ellm.methods import resolve_method
+from ellm.timing import Timer
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """What one actor is told at start."""
+
+    index: int
+    config: dict[str, Any]  # the run's resolved config, as plain data
+    env_seed: int
+    seed: int  # its action choices' and torch's seed
+    env_episodes: int  # resets its env had before (a resumed run goes on to new worlds)
+    parent: int  # the main process's pid
+    ahead: int  # frames it may run ahead of what the learner took from it
+    log_file: str | None = None  # the run's log (train.log): the actor's warnings go there too
+
+
+def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection) -> None:
+    """The actor process's entry point (spawned); ``pipe`` is its own channel to the main
+    process."""
+    die_with_parent()  # a kill -9 of the main process takes the actors with it
+    if os.getppid() != spec.parent:  # the parent died before the line above took effect
+        return
+    # Ctrl-C reaches the whole process group: the main process stops the actors itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _log_to(spec)
+    try:
+        Actor(spec, policy, shared, pipe).run()
+    except Exception:  # noqa: BLE001 - any failure is reported, then the actor exits
+        pipe.send(ActorError(spec.index, os.getpid(), traceback.format_exc()))
+        sys.exit(1)
+
+
+def _log_to(spec: ActorSpec) -> None:
+    """The actor's warnings (an LM outage, a spent budget) to stderr and the run's log."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if spec.log_file:
+        handlers.append(logging.FileHandler(spec.log_file))
+    logging.basicConfig(level=logging.WARNING, handlers=handlers,
+                        format=f"[%(asctime)s][%(name)s][%(levelname)s] - actor {spec.index}: "
+                        "%(message)s")
+
+
+class Actor:
+    """Collects episodes for the learner (see the module docstring)."""
+
+    def __init__(self, spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection):
+        self.spec, self.policy, self.shared, self.pipe = spec, policy, shared, pipe
+        torch.set_num_threads(1)  # one core's worth: the learner and the other actors share
+        cfg = OmegaConf.create(spec.config)
+        game = find_game(cfg.env_spec.name)
+        method = resolve_method(cfg, game)
+        seed_everything(spec.seed)
+        cpu = torch.device("cpu")
+        parts = rollout_parts(cfg, game, method, cpu, spec.env_seed)
+        if isinstance(parts.env, EpisodeCounted):
+            parts.env.episode_count = spec.env_episodes
+        self.rollout = parts.rollout(cfg.frame_stack)
+        build = {"num_actions": parts.env.action_space.n, "device": cpu,
+                 "embedder": parts.embedder, "strings": None, "seed": spec.seed,
+                 "paper": game.paper_setting(cfg)}
+        self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)
+        add_guide(self.agent, cfg, **build)
+        self.version = self.policy.refresh(self.agent, 0)
+        self.chunks = ChunkWriter(spec.index, parts.inputs)
+        self.produced = 0
+
+    def run(self) -> None:
+        try:
+            while not self.shared.stop.is_set():
+                self._episode()
+        finally:
+            self.rollout.goal_source.close()  # a non-blocking suggester lets its requests end
+
+    def _episode(self) -> None:
+        timer = Timer()
+        self.chunks.start(self.rollout.reset(), self.rollout)
+        while True:
+            with timer("throttled"):  # waiting for the learner
+                self.shared.wait_for_room(self.spec.index, self.produced, self.spec.ahead)
+            if self.shared.stop.is_set():
+                return
+            step = self.rollout.step(self._act, timer)
+            self.produced += 1
+            self.chunks.add(step)
+            if step.last or len(self.chunks) >= CHUNK_STEPS:
+                end = None
+                if step.last:
+                    end = EpisodeEnd.of(self.rollout, step.info, timer,
+                                        self.rollout.goal_source.metrics())
+                self.pipe.send(self.chunks.take(end, self._env_episodes()))
+                self._refresh()
+            if step.last:
+                return
+
+    def _act(self, inputs: dict[str, Any]) -> int:
+        return self.agent.act(inputs, self.shared.frame.value, eval_mode=False)
+
+    def _refresh(self) -> None:
+        """The learner's newest weights, and epsilon's decay once the learner started it."""
+        self.version = self.policy.refresh(self.agent, self.version)
+        if self.shared.decay_from.value >= 0:
+            self.agent.start_epsilon_decay(self.shared.decay_from.value)
+
+    def _env_episodes(self) -> int | None:
+        env = self.rollout.env
+        return int(env.episode_count) if isinstance(env, EpisodeCounted) else None
+
+
+__all__ = ["ActorSpec", "actor_main"]

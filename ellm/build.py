@@ -1,0 +1,102 @@
+"""The pieces of a run built from its config, shared by the workspace and the actors.
+
+:func:`rollout_parts` builds what one training rollout needs (env, goal source, per-step
+rewards, agent inputs, sentence embedder); :func:`make_agent` builds the agent the config names.
+The workspace calls both for the learner and the one-process loop, each actor process
+(:mod:`ellm.actors`) for its own rollout and its acting copy of the policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from ellm import checkpoint
+from ellm.config import agent_target
+from ellm.frames import FRAME_SIZE, paper_gray84, to_gray84
+from ellm.games import Game
+from ellm.goals import Goals
+from ellm.inputs import AgentInputs
+from ellm.methods import Method
+from ellm.reward import GameReward, StepReward
+from ellm.rollout import Rollout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutParts:
+    """What a training rollout is made of; ``env`` and ``goals`` are None for a learner whose
+    actors collect (it needs only the inputs and the embedder)."""
+
+    env: Any
+    goals: Goals | None
+    rewards: list[StepReward]
+    inputs: AgentInputs
+    embedder: Any
+
+    def rollout(self, frame_stack: int) -> Rollout:
+        assert self.env is not None and self.goals is not None, "built without an env"
+        return Rollout(self.env, self.goals, self.rewards, self.inputs, frame_stack)
+
+
+def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.device,
+                  env_seed: int | None) -> RolloutParts:
+    """The env (seeded with ``env_seed``; none when it is None), the agent's inputs, the
+    sentence embedder when anything reads text, the goal source and the per-step rewards."""
+    env = game.make_env(cfg, env_seed) if env_seed is not None else None
+    inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
+                         functools.partial(game.goal_text, cfg),
+                         paper_gray84 if game.paper_setting(cfg) else to_gray84)
+    embedder = None
+    if (cfg.use_goal or cfg.use_language_state is not None
+            or (method.goal_reward and game.needs_embedder(cfg))):
+        from ellm.embed import SentenceEmbedder
+
+        embedder = SentenceEmbedder(cfg.sbert_model, device=str(device))
+    if env is None:
+        return RolloutParts(None, None, [], inputs, embedder)
+    goals, rewards = game.goals(cfg, embedder, method.goal_reward)
+    rewards = [*rewards, *method.rewards(cfg), *game_reward(cfg, method)]
+    return RolloutParts(env, goals, rewards, inputs, embedder)
+
+
+def game_reward(cfg: DictConfig, method: Method) -> list[StepReward]:
+    """The game reward among the per-step rewards, when the method uses it."""
+    weight = method.game_weight(cfg)
+    return [] if weight is None else [GameReward(weight)]
+
+
+def make_agent(cfg: DictConfig, *, num_actions: int, device: torch.device, embedder: Any,
+               strings: Any, hold_epsilon: bool, seed: int, paper: bool) -> Any:
+    """The agent ``cfg.agent`` names (``strings``: the replay's string table, None for an agent
+    that only acts)."""
+    return hydra.utils.instantiate(
+        cfg.agent, _target_=agent_target(cfg),
+        obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
+        num_actions=num_actions, device=str(device),
+        embedder=embedder, strings=strings, discount=cfg.discount,
+        nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=seed,
+        use_extr_rew=cfg.use_extr_rew, paper_setting=paper,
+        max_text_tokens=cfg.env_spec.max_seq_len)
+
+
+def add_guide(agent: Any, cfg: DictConfig, **kwargs: Any) -> None:
+    """Guided exploration: ``expl_agent_path``'s agent (built with ``kwargs`` as
+    :func:`make_agent`) guides ``agent``'s exploration; nothing without the key."""
+    if not cfg.expl_agent_path:
+        return
+    guide = make_agent(cfg, hold_epsilon=False, **kwargs)
+    guide.load_weights(checkpoint.load(cfg.expl_agent_path, "expl_agent_path")[0])
+    agent.set_exploration_agent(guide)
+    log.info("guided exploration from %s (other_model_prob=%s)", cfg.expl_agent_path,
+             cfg.other_model_prob)
+
+
+__all__ = ["RolloutParts", "add_guide", "game_reward", "make_agent", "rollout_parts"]

@@ -1,0 +1,221 @@
+"""Actors beside the learner (``num_actors``): the frame and update accounting of a run, its
+resumption, and its faults (an actor that raises or is killed, a killed main process, Ctrl-C),
+through ``python train.py`` with tiny budgets; the counting and sharing pieces in process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import PRETRAIN, ROOT, TINY, csv_rows, find_run, train_env
+from hydra import compose, initialize_config_dir
+
+from ellm.actors import ActorFailed, ActorPool, actor_seed, lm_budget_share, pool_lm_metrics
+from ellm.actors.loop import updates_due
+from ellm.actors.shared import SharedPolicy
+from ellm.agent import DQNAgent
+
+SEED_FRAMES, EVERY = 60, 4  # TINY's num_seed_frames, the default agent.update_every_steps
+# Episodes of 80 steps: two chunks each (64 + 16), so the two actors' chunks interleave.
+ACTORS = [*PRETRAIN, *[a for a in TINY if not a.startswith(("num_train_frames",
+                                                              "eval_every_frames",
+                                                              "env_spec.length"))],
+          "env_spec.length=80", "eval_every_frames=160", "num_actors=2"]
+LONG = [*[a for a in ACTORS if not a.startswith("eval_every_frames")],
+        "num_train_frames=1000000", "eval_every_frames=1000000"]
+
+
+def test_updates_due_counts_the_frames_of_the_one_process_loop():
+    for seed_frames, every, since in ((60, 4, 0), (0, 4, 0), (5, 3, 0), (60, 4, 97)):
+        made = 0
+        for frame in range(1, 400):
+            made += frame >= max(seed_frames, since) and frame % every == 0
+            assert updates_due(frame, seed_frames, every, since) == made
+
+
+def test_lm_counters_of_several_processes_pool_into_one():
+    pooled = pool_lm_metrics([
+        {"queries": 10.0, "api_calls": 2.0, "latency_s": 1.0, "budget_spent": 0.5,
+         "budget_exhausted": 0.0},
+        {"queries": 5.0, "api_calls": 6.0, "latency_s": 3.0, "budget_spent": 0.25,
+         "budget_exhausted": 1.0},
+    ])
+    assert pooled == {"queries": 15.0, "api_calls": 8.0, "latency_s": 2.5,
+                      "budget_spent": 0.75, "budget_exhausted": 1.0}
+
+
+def _config(*overrides: str):
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        return compose("config", overrides=["device=cpu", *overrides])
+
+
+def test_each_process_gets_a_share_of_the_lm_budget_and_each_actor_its_own_worlds():
+    cfg = _config("env_spec.lm_spec.budget=3")
+    assert lm_budget_share(cfg, 3).env_spec.lm_spec.budget == pytest.approx(1.0)
+    assert cfg.env_spec.lm_spec.budget == 3  # the run's config is left as it was
+    seeds = {actor_seed(seed, i) for seed in (1, 2) for i in range(4)}
+    assert len(seeds) == 8
+
+
+def _agent(seed: int) -> DQNAgent:
+    return DQNAgent((4, 84, 84), 5, hidden_dim=32, seed=seed)
+
+
+def test_shared_weights_reach_an_actor_only_when_their_version_moved():
+    learner, actor = _agent(0), _agent(1)
+    policy = SharedPolicy(torch.multiprocessing.get_context("spawn"), learner.state_dict())
+    version = policy.refresh(actor, 0)
+    for name, value in learner.online.state_dict().items():
+        assert torch.equal(actor.online.state_dict()[name], value), name
+    with torch.no_grad():
+        for p in learner.online.parameters():
+            p.add_(1.0)
+    assert policy.refresh(actor, version) == version  # nothing published yet: no load
+    assert not torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
+    policy.publish(learner.state_dict())
+    assert policy.refresh(actor, version) == version + 1
+    assert torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
+
+
+def test_an_actor_that_raises_stops_the_run_with_its_traceback(caplog):
+    cfg = _config()
+    cfg.env_spec.name = "NoSuchGame-v0"  # the actor fails to build its env
+    pool = ActorPool(cfg, 1, _agent(0).state_dict(), frame=0, decay_from=None)
+    with pytest.raises(ActorFailed, match=r"actor 0 \(pid \d+\) failed: .*NoSuchGame-v0"), pool:
+        pool.receive()
+    assert "Traceback" in caplog.text and "find_game" in caplog.text
+    assert pool.processes[0].exitcode == 1
+
+
+def test_frames_are_the_totals_of_all_actors_and_updates_keep_the_ratio(train, tmp_path):
+    train(*ACTORS, "num_train_frames=320", "exp_name=ACT")
+    out = find_run(tmp_path, "ACT")
+    _check_accounting(out, last_frame=320)
+    assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [0, 160, 320]
+    log = (out / "train.log").read_text()
+    assert len(set(re.findall(r"actor (\d) started: pid (\d+)", log))) == 2
+    meta = torch.load(out / "snapshot.pt", weights_only=True)["meta"]
+    assert meta["frame"] == 320 and len(meta["actor_env_episodes"]) == 2
+    assert sum(meta["actor_env_episodes"]) >= 2
+
+    # Resumed: the counters go on from the snapshot, the actors to new worlds.
+    train(*ACTORS, f"snapshot_path={out}", "num_train_frames=480", "exp_name=ACT")
+    _check_accounting(out, last_frame=480)
+    resumed = torch.load(out / "snapshot.pt", weights_only=True)["meta"]
+    assert resumed["frame"] == 480
+    pairs = list(zip(meta["actor_env_episodes"], resumed["actor_env_episodes"]))
+    assert all(after >= before for before, after in pairs)  # never back to the first worlds
+    assert any(after > before for before, after in pairs)
+    assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [0, 160, 320, 480]
+
+
+def _check_accounting(out: Path, last_frame: int) -> None:
+    rows = csv_rows(out / "train.csv")
+    frames = [int(r["frame"]) for r in rows]
+    assert frames == sorted(set(frames)) and frames[-1] <= last_frame
+    for row, frame in zip(rows, frames):
+        # Every update due by this frame is made: as many as the one-process loop makes.
+        assert int(float(row["updates"])) == updates_due(frame, SEED_FRAMES, EVERY), row
+        assert abs(int(float(row["updates"])) - (frame - SEED_FRAMES) / EVERY) <= 1
+    # Each row is one finished episode of one actor; the replay holds them whole.
+    episodes = sorted((out / "buffer").glob("*.npz"))
+    assert len(episodes) == len(rows) and all(p.stem.endswith("_80") for p in episodes)
+    assert int(float(rows[-1]["buffer_size"])) == 80 * len(rows)
+    stats = [json.loads(line)["frame"]
+             for line in (out / "train" / "stats.jsonl").read_text().splitlines()]
+    assert stats == frames
+
+
+def _start(tmp_path: Path, exp: str) -> tuple[subprocess.Popen, Path, dict[int, int]]:
+    """A long run with two actors, once training rows appear: (process, run dir, actor pids)."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *LONG, f"exp_name={exp}"],
+                            cwd=tmp_path, env=train_env(tmp_path, {"PYTHONPATH": str(ROOT)}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        found = list(tmp_path.glob(f"exp_local/*/{exp}_*/train.csv"))
+        if found and len(csv_rows(found[0])) >= 2:
+            log = (found[0].parent / "train.log").read_text()
+            pids = {int(i): int(p) for i, p in re.findall(r"actor (\d) started: pid (\d+)", log)}
+            return proc, found[0].parent, pids
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError(f"no training rows: {proc.communicate()[1][-3000:]}")
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting to be reaped does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status
+
+
+def _gone(pids, timeout: float = 30.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_an_actor_killed_mid_run_stops_the_run_naming_it(tmp_path):
+    proc, out, pids = _start(tmp_path, "KILLACTOR")
+    os.kill(pids[1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    message = f"actor 1 (pid {pids[1]}) was killed by SIGKILL"
+    assert message in err and message in (out / "train.log").read_text()
+    assert _gone(pids.values())
+
+
+def test_kill_9_of_the_main_process_leaves_no_actor(tmp_path):
+    proc, _, pids = _start(tmp_path, "KILLMAIN")
+    assert len(pids) == 2 and all(_alive(pid) for pid in pids.values())
+    proc.kill()
+    proc.communicate()
+    assert _gone(pids.values()), "an actor outlived the main process"
+
+
+def test_ctrl_c_stops_the_actors_and_the_run_cleanly(tmp_path):
+    proc, out, pids = _start(tmp_path, "CTRLC")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "interrupted at frame" in err and "Traceback" not in err
+    assert _gone(pids.values(), timeout=1.0)  # joined before the main process ended
+    assert "terminating it" not in (out / "train.log").read_text()  # each stopped by itself
+
+
+def test_one_actor_is_the_one_process_loop(tmp_path):
+    """num_actors=1 runs no actor: the same run as the default, value for value."""
+    from conftest import run_train
+
+    runs = {}
+    for name, extra in (("DEFAULT", []), ("ONE", ["num_actors=1"])):
+        cwd = tmp_path / name
+        cwd.mkdir()
+        run_train(cwd, *PRETRAIN, *TINY, f"exp_name={name}", *extra)
+        runs[name] = find_run(cwd, name)
+    assert "actor 0 started" not in (runs["ONE"] / "train.log").read_text()
+    timed = {"fps", "latency_s"}
+    for csv in ("train.csv", "eval.csv", "lm.csv", "reward.csv", "achievements.csv"):
+        a, b = csv_rows(runs["DEFAULT"] / csv), csv_rows(runs["ONE"] / csv)
+        assert len(a) == len(b) > 0, csv
+        for row_a, row_b in zip(a, b):
+            assert {k: v for k, v in row_a.items() if k not in timed} == \
+                {k: v for k, v in row_b.items() if k not in timed}, csv
+    frames = [np.load(p)["frame"] for p in sorted((runs["ONE"] / "buffer").glob("*.npz"))]
+    default = [np.load(p)["frame"] for p in sorted((runs["DEFAULT"] / "buffer").glob("*.npz"))]
+    assert all(np.array_equal(x, y) for x, y in zip(frames, default, strict=True))
