@@ -48,29 +48,6 @@ def extra_buffer_types(enabled: bool) -> Iterator[None]:
         low.llama_model_default_params = original
 
 
-def refuse_bad_grammars(llama: Any) -> None:
-    """Make the server answer HTTP 400 to a request whose ``grammar`` (or JSON schema, which
-    it turns into one) llama.cpp cannot parse. llama-cpp-python hands such a grammar's null
-    sampler to llama.cpp, whose process then dies with SIGSEGV, taking every other request
-    with it; parsed here first, with ``llama``'s vocabulary, a bad grammar is refused alone, in
-    words a client recognises (docs/lm.md, "Answers that are always valid")."""
-    import llama_cpp
-    from fastapi import HTTPException
-
-    original = llama_cpp.LlamaGrammar.from_string.__func__
-    vocab = llama._model.vocab
-
-    def from_string(cls: type, grammar: str, verbose: bool = True) -> Any:
-        sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
-        if not sampler:
-            raise HTTPException(status_code=400, detail="grammar: llama.cpp cannot parse it "
-                                "(GBNF, rule 'root'); see the server's output for where")
-        llama_cpp.llama_sampler_free(sampler)
-        return original(cls, grammar, verbose)
-
-    llama_cpp.LlamaGrammar.from_string = classmethod(from_string)
-
-
 def startup_check(llama: Any) -> str:
     """One short completion, so a model that cannot compute fails (or crashes its process)
     before the server accepts requests; returns the text it answered."""

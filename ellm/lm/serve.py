@@ -222,7 +222,8 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    from ellm.lm.llama import extra_buffer_types, refuse_bad_grammars, startup_check
+    from ellm.lm.llama import extra_buffer_types, startup_check
+    from ellm.lm.llama_grammar import likeliest_first, refuse_bad_grammars
 
     register_plain_chat_format()
     settings = [ModelSettings(**model_settings(
@@ -239,6 +240,7 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
             proxies += [LlamaProxy(models=settings) for _ in range(options.parallel - 1)]
             answers = [startup_check(proxy()) for proxy in proxies]
             refuse_bad_grammars(proxies[0]())
+            likeliest_first()
     except Exception as err:  # noqa: BLE001 - any failure to load or answer is reported
         _tell(ready, f"failed: {type(err).__name__}: {err}")
         raise SystemExit(1) from None
