@@ -67,7 +67,7 @@ def test_each_constraint_reads_its_text_form_and_its_json_form_and_nothing_else(
 
 
 def test_grammars_spell_what_the_text_forms_read():
-    assert GOALS.grammar() == ('root ::= item{1,3}\nitem ::= "- " goal "\\n"\n'
+    assert GOALS.grammar() == ('root ::= item{1,3} "\\n"?\nitem ::= "- " goal "\\n"\n'
                                'goal ::= "chop tree" | "drink water" | "attack cow" | '
                                '"place stone"\n')
     assert YES_NO.grammar() == 'root ::= " "? ("Yes" | "No")\n'

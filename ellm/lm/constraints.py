@@ -107,7 +107,8 @@ class Choice(Constraint):
 
 @dataclass(frozen=True)
 class GoalList(Constraint):
-    """1 to ``max_items`` goals of ``vocabulary``, as "- goal" lines."""
+    """1 to ``max_items`` goals of ``vocabulary``, as "- goal" lines; a blank line may end the
+    list early (as a free answer ends it: the stop sequence), else it ends after the last."""
 
     vocabulary: tuple[str, ...] = ()
     max_items: int = 1
@@ -118,7 +119,7 @@ class GoalList(Constraint):
         return _object_schema({"goals": goals})
 
     def grammar(self) -> str:
-        return (f"root ::= item{{1,{self.max_items}}}\n"
+        return (f'root ::= item{{1,{self.max_items}}} "\\n"?\n'
                 'item ::= "- " goal "\\n"\n'
                 f"goal ::= {alternatives(self.vocabulary)}\n")
 
@@ -128,7 +129,7 @@ class GoalList(Constraint):
         return "".join(f"- {g}\n" for g in goals)
 
     def native(self, text: str) -> str | None:
-        lines = text.removesuffix("\n").split("\n")
+        lines = text.rstrip("\n").split("\n")
         if not all(line.startswith("- ") for line in lines):
             return None
         return self._text([line[2:] for line in lines])
