@@ -4,9 +4,10 @@ the LLM as the policy, and two references.
 - :class:`LLMPolicy`: each step, the instruction, the last ``history`` turns (observation,
   action, feedback) and the current observation go to a language model through the project's
   LM client (:func:`ellm.lm.build_client`: same cache, budget, retries, metrics, ``base_url``);
-  the answer's action is played. An answer naming no valid action is counted
-  (``parse_errors``) and replaced by the no-op, as is a missing answer (API error, spent
-  budget; counted by the client).
+  the answer's action is played. With constraints on (``env_spec.lm_spec.constrained``,
+  docs/lm.md) the request asks for exactly one of the episode's valid actions. An answer naming
+  no valid action is counted (``parse_errors``) and replaced by the no-op, as is a missing
+  answer (API error, spent budget; counted by the client).
 - :class:`ScriptedPolicy`: plays the action that the ``fp`` feedback advises (its last quoted
   valid action): what perfect feedback-following scores. Where the feedback advises nothing
   (the first step), it asks :class:`ellm.lm.SimpleOracle` for a goal on the observation.
@@ -28,6 +29,7 @@ from typing import Any, Final
 import numpy as np
 
 from ellm.lm import LMClient, SimpleOracle, TextState
+from ellm.lm.constraints import Choice
 from text_game.llf import NO_OP, normalise_action
 
 SYSTEM: Final = ("You act in a text game. Read the instruction, the recent turns and the current "
@@ -70,9 +72,11 @@ class LLMPolicy:
         self.instruction = ""
         self._last: tuple[str, str] | None = None
         self.fallbacks = 0
+        self.constraint = Choice("action", field="action")
 
     def reset(self, obs: dict[str, Any], actions: Sequence[str]) -> None:
         self.actions = tuple(actions)
+        self.constraint = Choice("action", options=self.actions, field="action")
         self.instruction = obs["instruction"] or ""
         self.turns.clear()
         self._last = None
@@ -80,7 +84,7 @@ class LLMPolicy:
     def act(self, obs: dict[str, Any]) -> str:
         if self._last is not None and self.history:
             self.turns.append(Turn(*self._last, obs["feedback"]))
-        answer = self.client.complete(self.prompt(obs["observation"]))
+        answer = self.client.complete(self.prompt(obs["observation"]), self.constraint)
         action = None
         if answer is not None:  # None: API error, spent budget or cache-only miss (counted)
             action = parse_action(answer, self.actions)

@@ -6,7 +6,9 @@ answer) with :class:`ellm.lm.LMClient`, so OptoPrime's requests are cached, budg
 counted like every other LM query of the project, and go to whatever endpoint the client is
 configured for (OpenAI, vLLM, the local server). opto's own backends (LiteLLM, AutoGen) are
 never used. The client's ``max_tokens`` and ``temperature`` apply; OptoPrime's ``max_tokens``
-and ``response_format`` arguments are ignored (many servers reject ``response_format``).
+and ``response_format`` arguments are ignored: with constraints on (``env_spec.lm_spec.
+constrained``, docs/lm.md) the request carries the schema of the very object OptoPrime parses
+(reasoning, answer, a suggestion holding the code) instead of its bare ``json_object``.
 
 :class:`CodeOptimizer` holds the policy code as a trainable Trace node and runs one OptoPrime
 step per rollout (:mod:`llm_in_the_loop.code_policy`).
@@ -25,6 +27,7 @@ from types import SimpleNamespace
 from typing import Any, Final
 
 from ellm.lm import LMClient
+from ellm.lm.constraints import OptoPrimeAnswer
 
 # litellm, which opto imports, would download its price table at import time.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -45,8 +48,9 @@ class ClientLLM(AbstractModel):
     """opto's LLM interface on an :class:`LMClient` (module docstring). ``last_answer``: the
     text of the latest answer, None when there was none."""
 
-    def __init__(self, client: LMClient) -> None:
+    def __init__(self, client: LMClient, variables: tuple[str, ...] = ()) -> None:
         self.client = client
+        self.constraint = OptoPrimeAnswer("optoprime", variables=variables)
         self.last_answer: str | None = None
         super().__init__(lambda: self._create)
 
@@ -55,7 +59,7 @@ class ClientLLM(AbstractModel):
             prompt: Any = messages
         else:  # a base model reads the messages as one text
             prompt = "\n\n".join(m["content"] for m in messages) + "\n"
-        self.last_answer = self.client.complete(prompt)
+        self.last_answer = self.client.complete(prompt, self.constraint)
         message = SimpleNamespace(role="assistant", content=self.last_answer or "")
         return SimpleNamespace(choices=[SimpleNamespace(message=message)])
 
@@ -86,7 +90,7 @@ class CodeOptimizer:
 
         rollout.__qualname__ = "rollout"  # the name OptoPrime's prompt shows
         self._rollout = bundle()(rollout)
-        self.llm = ClientLLM(client)
+        self.llm = ClientLLM(client, (self.code.py_name,))
         self.optimizer = OptoPrime([self.code], llm=self.llm, objective=objective,
                                    memory_size=memory_size, log=False)
 

@@ -24,6 +24,7 @@ from typing import Final
 import numpy as np
 
 from ellm.lm import LMClient
+from ellm.lm.constraints import Setting
 
 # What became of a proposal (counted per run): the answer's setting as is; with values clipped
 # into range; a random setting because the answer named none / there was no answer (API error,
@@ -201,6 +202,9 @@ class LLMProposer(RandomProposer):
         self.step = step
         self.prompt_entries = prompt_entries
         self.iterations = iterations
+        # With constraints on, an answer is a number for each parameter (docs/lm.md).
+        self.constraint = Setting("setting", names=space.names, low=space.low,
+                                  high=space.high, decimals=space.decimals)
 
     def prompt_text(self, buffer: ParameterBuffer, iteration: int) -> str:
         s = self.space
@@ -228,7 +232,7 @@ class LLMProposer(RandomProposer):
         return f"{text}\nSetting:"
 
     def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
-        answer = self.client.complete(self.prompt(buffer, iteration))
+        answer = self.client.complete(self.prompt(buffer, iteration), self.constraint)
         if answer is None:  # API error after retries, spent budget: counted by the client
             return self.draw("no_answer")
         values, parsed = parse_proposal(answer, self.space)

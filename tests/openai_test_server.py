@@ -3,8 +3,9 @@
 Speaks ``POST /v1/chat/completions``, ``POST /v1/completions`` and ``GET /v1/models``. Each
 request takes the next :class:`Reply` from the script (``push``), else the server's
 ``responder(request_body)``, else ``default``. Every POST is recorded. ``GET /v1/models`` lists
-``models`` (None: answers 404, as servers without that route do). Runs in a daemon thread;
-``stop()`` shuts it down and closes the socket.
+``models`` (None: answers 404, as servers without that route do), each owned by ``owned_by``
+(vLLM says "vllm", llama-cpp-python "me"); ``GET /version`` answers ``version`` (None: 404).
+Runs in a daemon thread; ``stop()`` shuts it down and closes the socket.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class Reply:
     are sent as given, so a test can script a lying server (a number as text, NaN counts, a
     string logprob); ``usage`` replaces the whole usage object; ``raw``: send these bytes as the
     whole body instead (a server answering garbage); ``hang_up``: close the connection without
-    answering (a server that crashed mid-request)."""
+    answering (a server that crashed mid-request); ``message``: an error's message (default
+    "scripted HTTP <status>")."""
 
     text: Any = "- chop tree\n- drink water"
     status: int = 200
@@ -39,6 +41,7 @@ class Reply:
     raw: bytes | None = None
     usage: Any = "counts"
     hang_up: bool = False
+    message: str | None = None
 
     @classmethod
     def bullets(cls, *goals: str, **kw: Any) -> Reply:
@@ -85,6 +88,8 @@ class OpenAITestServer:
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self.default = Reply()
         self.models: list[str] | None = ["test-model"]
+        self.owned_by = "test"
+        self.version: str | None = None
         self.requests: list[Request] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -156,11 +161,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        models = self.owner.models
+        models, version = self.owner.models, self.owner.version
         if self.path.rstrip("/") == "/v1/models" and models is not None:
             self._send(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "test"}
+                {"id": name, "object": "model", "created": 0, "owned_by": self.owner.owned_by}
                 for name in models]})
+        elif self.path.rstrip("/") == "/version" and version is not None:
+            self._send(200, {"version": version})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
@@ -182,8 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_bytes(reply.status, reply.raw, "text/html")
             return
         if reply.status != 200:
-            error = {"message": f"scripted HTTP {reply.status}", "type": "server_error",
-                     "code": None}
+            error = {"message": reply.message or f"scripted HTTP {reply.status}",
+                     "type": "server_error", "code": None}
             self._send(reply.status, {"error": error}, reply.headers)
             return
         chat = self.path == "/v1/chat/completions"

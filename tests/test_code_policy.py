@@ -185,3 +185,20 @@ def test_optoprime_on_the_completions_endpoint_reads_one_text(server, tmp_path):
     assert result.status == "updated" and "0.6" in opt.source
     prompt = server.requests[0].body["prompt"]
     assert "#Feedback\nMove toward the puck." in prompt and prompt.endswith("\n")
+
+
+@pytest.mark.e2e
+def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server, tmp_path):
+    server.owned_by = "vllm"  # auto: vLLM's structured outputs
+    opt = optimizer(server, tmp_path, lambda code: "return 0.00 in 1 steps, task not done")
+    name = opt.code.py_name
+    code = "def controller(obs):\n    return [0, 0.6, 0.2, -1]\n"
+    server.push(Reply(json.dumps({"reasoning": "Move.", "answer": "", "suggestion": {name: code}})),
+                suggestion(code.replace("0.6", "0.5"), name))  # no "answer": a violation
+    assert opt.step(opt.rollout(), "Move toward the puck.").status == "updated"
+    assert opt.step(opt.rollout(), "Move toward the puck.").status == "updated"  # read leniently
+    schema = server.requests[0].body["structured_outputs"]["json"]
+    assert schema["required"] == ["reasoning", "answer", "suggestion"]
+    assert schema["properties"]["suggestion"]["required"] == [name]
+    assert "response_format" not in server.requests[0].body  # not OptoPrime's bare json_object
+    assert opt.llm.client.metrics()["constraint_violations"] == 1 and "0.5" in opt.source

@@ -362,3 +362,66 @@ def test_extra_buffer_types_are_off_unless_asked(tmp_path):
         with extra_buffer_types(enabled):
             assert low.llama_model_default_params().use_extra_bufts is enabled
     assert low.llama_model_default_params().use_extra_bufts
+
+
+@pytest.mark.slow
+def test_constrained_answers_of_the_real_llm_always_parse(tmp_path):
+    """Against the packaged server (constrained=auto finds its grammars): goals of the game's
+    vocabulary, one valid action, Yes/No and a parameter setting, at temperature 0 and 1, each
+    answer meets its constraint; a grammar llama.cpp cannot parse is refused with HTTP 400 and
+    the server goes on answering."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    import numpy as np
+
+    from ellm.lm import build_client
+    from llm_in_the_loop.llf import LLMPolicy
+    from llm_in_the_loop.policy_search import LLMProposer, ParameterBuffer, ParameterSpace
+
+    vocabulary = [a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing"))]
+    states = [CAPTION, TextState("You see sand, stone, and table. You are targeting stone.",
+                                 "You have in your inventory wood_pickaxe.", "", {}),
+              TextState("You see grass and zombie. You are targeting zombie.", "", "", {})]
+    with packaged_server(tmp_path, "--n-ctx", "1024") as (name, base_url, _):
+        common = {"lm": PACKAGED_MODELS[name].alias, "timeout": 300, "max_retries": 1}
+        clients = []
+        for endpoint, temperature in (("completions", 1.0), ("chat", 0.0)):
+            lm = build_suggester({**common, "lm_class": "GPTLanguageModel", "endpoint": endpoint,
+                                  "temperature": temperature, "max_num_goals": 3},
+                                 all_goals=[], cache_dir=tmp_path / "c", base_url=base_url,
+                                 goal_vocabulary=vocabulary)
+            for state in states[: 3 if temperature else 1]:
+                goals = lm.suggest(state)
+                assert 1 <= len(goals) <= 3 and set(goals) <= set(vocabulary), goals
+            clients.append(lm.client)
+        client = build_client({**common, "endpoint": "completions", "temperature": 1.0,
+                               "max_tokens": 24}, cache_dir=tmp_path / "c", base_url=base_url)
+        clients.append(client)
+        actions = ("do nothing", "move left", "chop tree", "place stone")
+        agent = LLMPolicy(client)
+        agent.reset({"instruction": "Collect wood.", "observation": "", "feedback": None},
+                    actions)
+        for observation in ("You see a tree to your left.", "You see stone."):
+            assert agent.act({"observation": observation, "feedback": None}) in actions
+        assert agent.fallbacks == 0
+        space = ParameterSpace(("w0", "w1", "w2"), -6.0, 6.0)
+        proposer = LLMProposer(client, space, np.random.default_rng(0), task="Balance a pole.",
+                               step=1.0, prompt_entries=5, iterations=2)
+        for i in (1, 2):
+            assert proposer.propose(ParameterBuffer(space), i).status in ("ok", "clipped")
+        for item, place in (("toothbrush", "bathroom sink"), ("frying pan", "bedroom bed")):
+            assert 0.0 <= client.yes_probability(f"Should you store a {item} in/on the "
+                                                 f"{place}:") <= 1.0
+        for c in clients:
+            m = c.metrics()
+            assert m["constrained_requests"] == m["api_calls"] > 0, m
+            assert (m["constraint_violations"], m["parse_errors"], m["api_errors"]) == (0, 0, 0)
+        body = json.dumps({"prompt": "x", "max_tokens": 2, "grammar": "root ::= bad("}).encode()
+        request = urllib.request.Request(f"{base_url}/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 400 and b"grammar" in refused.value.read()
+        assert client.complete("You see a tree. Next:") is not None  # still serving

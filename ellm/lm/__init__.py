@@ -87,14 +87,16 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
                     cache_dir: str | Path | None = None, base_url: str | None = None,
                     sleep: Callable[[float], None] = time.sleep,
                     paper_setting: bool = True,
-                    synonyms: Mapping[str, str] | None = None) -> GoalSuggester:
+                    synonyms: Mapping[str, str] | None = None,
+                    goal_vocabulary: Sequence[str] | None = None) -> GoalSuggester:
     """The goal suggester named by ``lm_spec["lm_class"]`` (one of :data:`LM_CLASSES`).
 
     ``all_goals``: the environment's goal names (the Novelty baseline suggests them);
     ``cache_dir`` / ``base_url``: override the spec's keys when not None; ``sleep``: the
     backoff sleep (tests pass a no-op); ``paper_setting``: the oracle follows the original's
     rules (else ours, which match the upstream game rules); ``synonyms``: the game's other
-    names of an action, retired with it by the novelty bonus. Raises ValueError on any invalid
+    names of an action, retired with it by the novelty bonus; ``goal_vocabulary``: the goals a
+    constrained answer may name (``constrained``, docs/lm.md). Raises ValueError on any invalid
     key.
     """
     spec = _spec_with(lm_spec, cache_dir, base_url)
@@ -106,6 +108,7 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
         return BaselineModel(all_goals, **common)
     prompt = load_prompt(spec.prompt, spec.prompt_file)
     client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
+    common["goal_vocabulary"] = goal_vocabulary
     if spec.blocking or client.offline:  # dummy answers and cache replays never wait anyway
         return GPTLanguageModel(client, prompt, **common)
     log_once(logging.INFO, "non-blocking LM: cache misses are asked in the background (at "

@@ -41,36 +41,41 @@ class _Bad(ValueError):
 def read_answer(body: bytes, *, chat: bool, logprobs: bool, prompt_bound: int,
                 max_tokens: int) -> CachedAnswer:
     """The answer in a chat or completions response ``body``: its text (status "malformed" when
-    empty), or with ``logprobs`` the first token's top logprobs (status "malformed" when the
-    server sent none). Token counts are the reported usage; when the server reports none, the
-    bounds. Raises :class:`InvalidAnswer` for anything else."""
+    empty) and, with ``logprobs``, the top logprobs of the answer's yes/no token in ``payload``
+    (None when the server sent none: status "malformed" unless there is text). Token counts are
+    the reported usage; when the server reports none, the bounds. Raises
+    :class:`InvalidAnswer` for anything else."""
     tokens = (prompt_bound, max_tokens)
     try:
         data = _json_object(body)
         tokens = _usage(data.get("usage"), max_tokens) or tokens
         choice = _first_choice(data)
+        text, payload = _text(choice, chat), None
         if logprobs:
             top = _top_logprobs(choice, chat)
-            status, text, payload = ("malformed", "", None) if top is None else (
-                "ok", "", {"top_logprobs": top})
-        else:
-            text, payload = _text(choice, chat), None
-            status = "ok" if text.strip() else "malformed"
+            payload = None if top is None else {"top_logprobs": top}
+        status = "ok" if payload is not None or text.strip() else "malformed"
     except _Bad as bad:
         raise InvalidAnswer(str(bad), max(tokens[0], prompt_bound), max_tokens) from None
     return CachedAnswer(status, text, payload, *tokens)
 
 
-def served_models(body: bytes) -> list[str]:
-    """The model names of a ``GET /models`` body; InvalidAnswer when it lists none readable."""
+def served_models(body: bytes) -> list[tuple[str, str]]:
+    """(model name, owner) of each model of a ``GET /models`` body (owner "" when not given);
+    InvalidAnswer when the body is no model list."""
     try:
         data = _json_object(body).get("data")
         if not isinstance(data, list):
             raise _Bad(f"data is {_show(data)}, not a list")
-        names = [entry.get("id") for entry in data if isinstance(entry, dict)]
-        return [name for name in names if isinstance(name, str) and name and _is_text(name)]
     except _Bad as bad:
         raise InvalidAnswer(str(bad), 0, 0) from None
+    models = []
+    for entry in data:
+        name = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name and _is_text(name):
+            owner = entry.get("owned_by")
+            models.append((name, owner if isinstance(owner, str) and _is_text(owner) else ""))
+    return models
 
 
 def prompt_token_bound(prompt: Any) -> int:
@@ -195,44 +200,52 @@ def _text(choice: dict[str, Any], chat: bool) -> str:
 
 
 def _top_logprobs(choice: dict[str, Any], chat: bool) -> dict[str, float] | None:
-    """The first token's top logprobs; None when the server sent none (a well-formed answer of
-    a server that gives no logprobs)."""
+    """The top logprobs of the answer's yes/no token: the first position whose top tokens
+    include "yes" or "no" (a constrained JSON answer reaches its word after a few tokens), else
+    the first; None when the server sent none (a well-formed answer of a server that gives no
+    logprobs)."""
     logprobs = choice.get("logprobs")
     if logprobs is None:
         return None
     if not isinstance(logprobs, dict):
         raise _Bad(f"choices[0].logprobs is {_show(logprobs)}, not an object")
+    positions = [_position(entry, chat) for entry in _list(logprobs, "content" if chat
+                                                           else "top_logprobs")]
+    positions = [top for top in positions if top is not None]
+    answer = next((top for top in positions
+                   if any(t.strip().lower() in ("yes", "no") for t in top)), None)
+    return answer or (positions[0] if positions else None)
+
+
+def _position(entry: Any, chat: bool) -> dict[str, float] | None:
+    """One position's top logprobs: a chat ``content`` entry or a completions dict."""
     if chat:
-        tokens = _first(logprobs, "content")
-        if tokens is None:
-            return None
-        if not isinstance(tokens, dict):
-            raise _Bad(f"logprobs.content[0] is {_show(tokens)}, not an object")
-        entries = tokens.get("top_logprobs")
+        if not isinstance(entry, dict):
+            raise _Bad(f"a logprobs.content entry is {_show(entry)}, not an object")
+        entries = entry.get("top_logprobs")
         if entries is None:
             return None
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise _Bad(f"logprobs.content[0].top_logprobs is {_show(entries)}, not a list "
+            raise _Bad(f"logprobs.content[].top_logprobs is {_show(entries)}, not a list "
                        "of objects")
-        pairs = [(entry.get("token"), entry.get("logprob")) for entry in entries]
+        pairs = [(e.get("token"), e.get("logprob")) for e in entries]
     else:
-        top = _first(logprobs, "top_logprobs")
-        if top is None:
+        if entry is None:
             return None
-        if not isinstance(top, dict):
-            raise _Bad(f"logprobs.top_logprobs[0] is {_show(top)}, not an object")
-        pairs = list(top.items())
+        if not isinstance(entry, dict):
+            raise _Bad(f"a logprobs.top_logprobs entry is {_show(entry)}, not an object")
+        pairs = list(entry.items())
     return {_token(token): _logprob(token, value) for token, value in pairs}
 
 
-def _first(logprobs: dict[str, Any], name: str) -> Any:
-    """``logprobs[name][0]``; None when the list is null or empty."""
+def _list(logprobs: dict[str, Any], name: str) -> list[Any]:
+    """``logprobs[name]``; [] when it is null."""
     values = logprobs.get(name)
-    if values is None or values == []:
-        return None
+    if values is None:
+        return []
     if not isinstance(values, list):
         raise _Bad(f"logprobs.{name} is {_show(values)}, not a list")
-    return values[0]
+    return values
 
 
 def _token(token: Any) -> str:

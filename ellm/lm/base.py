@@ -54,7 +54,10 @@ class LMCounters:
     found nothing; ``parse_errors``: answers that gave no goal; ``api_errors``: queries that got
     no answer after the retries; ``retries``: re-sent requests; ``budget_refusals``: queries not
     sent because the budget was spent; ``prompt_tokens`` / ``completion_tokens`` / ``dollars``:
-    from the API's reported usage; ``latency_s``: total seconds spent in API calls.
+    from the API's reported usage; ``latency_s``: total seconds spent in API calls;
+    ``constrained_requests``: requests sent with their answer's constraint;
+    ``constraint_refused``: 1 once the server refused the constraint (the run goes on without);
+    ``constraint_violations``: answers to constrained requests that do not meet the constraint.
     """
 
     queries: int = 0
@@ -69,6 +72,9 @@ class LMCounters:
     completion_tokens: int = 0
     dollars: float = 0.0
     latency_s: float = 0.0
+    constrained_requests: int = 0
+    constraint_refused: int = 0
+    constraint_violations: int = 0
 
     def as_metrics(self) -> dict[str, float]:
         """Flat float dict; ``latency_s`` becomes the mean per API call."""

@@ -1,10 +1,11 @@
 """Persistent LM answer cache: one SQLite file shared by every run and process of a sweep.
 
-Key = sha256 of (scope, endpoint kind, model, prompt, sampling parameters) in canonical JSON; the
-scope is the endpoint that answered (``api_url``) or, opted into, :data:`ANY_ENDPOINT`. The first
-answer stored for a key is kept forever (ELLM.md §3: the LM is a deterministic function of the
-prompt), including a well-formed answer that gave no goal ("malformed"), so it is never
-re-queried; the client never stores an answer that breaks the protocol (ellm.lm.answers).
+Key = sha256 of (scope, endpoint kind, model, prompt, sampling parameters with the answer's
+constraint if any) in canonical JSON; the scope is the endpoint that answered (``api_url``) or,
+opted into, :data:`ANY_ENDPOINT`. The first answer stored for a key is kept forever (ELLM.md §3:
+the LM is a deterministic function of the prompt), including a well-formed answer that gave no
+goal ("malformed"), so it is never re-queried; the client never stores an answer that breaks the
+protocol (ellm.lm.answers).
 
 Safety: WAL journal + busy timeout let several processes read and write at once; each write is
 one transaction, so a crash leaves either the whole entry or none. Within a process, the
@@ -78,13 +79,19 @@ class CachedAnswer:
 
 
 def sampling_params(*, max_tokens: int, temperature: float, stop: Any = None,
-                    **extra: Any) -> dict[str, Any]:
-    """Canonical sampling parameters (so 0 and 0.0, "x" and ["x"] give the same key)."""
+                    constraint: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """Canonical sampling parameters (so 0 and 0.0, "x" and ["x"] give the same key).
+
+    ``constraint``: what a constrained answer must be (``Constraint.key()``), part of the key
+    so that constrained and free answers never stand for each other; a free request's
+    parameters have no such entry (its key is what it was before constraints existed)."""
     if isinstance(stop, str):
         stop = [stop]
     elif stop is not None:
         stop = [str(s) for s in stop] or None
     params = {"max_tokens": int(max_tokens), "temperature": float(temperature), "stop": stop}
+    if constraint is not None:
+        params["constraint"] = constraint
     params.update(extra)
     return params
 

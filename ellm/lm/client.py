@@ -13,8 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ellm.lm.answers import (
     InvalidAnswer,
@@ -23,7 +22,6 @@ from ellm.lm.answers import (
     read_answer,
     retry_after,
     sendable,
-    served_models,
     yes_probability_from,
 )
 from ellm.lm.base import LMCounters
@@ -37,10 +35,16 @@ from ellm.lm.cache import (
     sampling_params,
 )
 from ellm.lm.config import LMSpec, api_url
-from ellm.lm.pricing import RETIRED_MODELS, cost, is_openai_endpoint, resolve_price
-
-if TYPE_CHECKING:  # the openai package takes seconds to import: only when a client is made
-    import openai
+from ellm.lm.constraints import YES_NO, Constraint, yes_no_word
+from ellm.lm.dialects import names_constraint, request_fields
+from ellm.lm.pricing import cost, is_openai_endpoint, resolve_price
+from ellm.lm.setup import (
+    adopt_served_model,
+    check_retired_model,
+    constraining,
+    list_models,
+    make_openai,
+)
 
 log = logging.getLogger("ellm.lm")
 # One INFO line per HTTP request ("HTTP Request: POST .../chat/completions") would bury a run's
@@ -63,7 +67,7 @@ def log_once(level: int, message: str, *args: Any) -> None:
 DUMMY_ANSWER: Final = "- chop tree\n- drink water\n- attack cow\n- place crafting table\n"
 DUMMY_YES_PROBABILITY: Final = 1.0
 TOP_LOGPROBS: Final = 5
-LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"  # local servers ignore the key
+YES_NO_TOKENS: Final = 8  # a constrained yes/no answer may take a few tokens ({"answer": "Yes"})
 RETRYABLE_STATUS: Final = (408, 409, 429)
 FATAL_STATUS: Final = (401, 403, 404)
 Prompt = str | list[dict[str, str]]
@@ -71,6 +75,10 @@ Prompt = str | list[dict[str, str]]
 
 class LMConfigError(RuntimeError):
     """The API refused the configuration itself (bad key, no access, unknown model)."""
+
+
+class ConstraintRefused(RuntimeError):
+    """The server refused a request's constraint field; the request is to be asked free."""
 
 
 class LMClient:
@@ -82,17 +90,25 @@ class LMClient:
         self.cache = cache
         self.counters = LMCounters()
         self._count_lock = threading.Lock()  # the non-blocking mode counts from worker threads
-        self.cache_only = spec.cache_only
         self._sleep = sleep
         self.ledger = ledger_for(spec.base_url)
         # Whose answers this client's cache entries are (docs/lm.md, "The answer cache").
         self.scope = ANY_ENDPOINT if spec.cache_scope == "model" else api_url(spec.base_url)
         self._rng = random.Random(0)
         self._secret = api_key or ""
-        self._check_retired_model()
-        self._openai = None if self.offline else self._make_openai(api_key)
+        self.cache_only = check_retired_model(spec, cache, self.scope, spec.cache_only)
+        self._openai = None if self.offline else make_openai(spec, api_key)
+        served: list[tuple[str, str]] = []
         if self._openai is not None and not is_openai_endpoint(spec.base_url):
-            self._adopt_served_model()
+            served = list_models(self._openai, spec, self._scrub)
+            self.spec = adopt_served_model(spec, [name for name, _ in served], log_once)
+        self.constraining = constraining(self.spec, [owner for _, owner in served],
+                                         self.offline)
+        self.refused = False  # the server refused a constraint: free answers from then on
+        if spec.constrained != "false":
+            log_once(logging.INFO, "constrained answers (env_spec.lm_spec.constrained=%s) at "
+                     "%s: %s", spec.constrained, spec.base_url or "OpenAI",
+                     self.constraining.describe())
         self.price = (0.0, 0.0) if self.offline else resolve_price(
             self.spec.lm, spec.base_url, spec.price)
 
@@ -106,10 +122,16 @@ class LMClient:
         """True once this process has spent ``budget`` dollars on this client's endpoint."""
         return self.ledger.dollars >= self.spec.budget
 
+    @property
+    def constrained(self) -> bool:
+        """True while requests carry their constraint (on, and not refused by the server)."""
+        return self.constraining.on and not self.refused
+
     def __repr__(self) -> str:
         return (f"LMClient(model={self.spec.lm!r}, endpoint={self.spec.endpoint!r}, "
                 f"base_url={self.spec.base_url!r}, scope={self.scope!r}, cache={self.cache!r}, "
-                f"cache_only={self.cache_only}, dummy={self.spec.dummy_lm})")
+                f"cache_only={self.cache_only}, dummy={self.spec.dummy_lm}, "
+                f"constrained={self.constraining.describe()})")
 
     def metrics(self) -> dict[str, float]:
         with self._count_lock:
@@ -119,36 +141,46 @@ class LMClient:
         return out
 
     # ---- public queries -------------------------------------------------------------------
-    def complete(self, prompt: Prompt) -> str | None:
+    def complete(self, prompt: Prompt, constraint: Constraint | None = None) -> str | None:
         """The model's answer text to ``prompt`` (a string for the completions endpoint, chat
         messages for the chat endpoint); None when no answer could be had (error, budget,
-        cache-only miss, an answer that breaks the protocol). An empty answer comes back as
-        ""."""
+        cache-only miss, an answer that breaks the protocol). An empty answer comes back as "".
+        With ``constraint`` and constraints on, the request carries it and an answer that meets
+        it comes back in its text form (:meth:`Constraint.read`); one that does not is counted
+        (``constraint_violations``) and comes back as it is, for the caller's lenient parser."""
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_ANSWER
-        answer = self._answer(prompt, self.text_params())
-        return None if answer is None else answer.text
+        answer, params = self._answer(prompt, self.text_params(constraint))
+        return None if answer is None else self.checked(answer.text, constraint, params)
 
     def yes_probability(self, prompt: str) -> float | None:
-        """Renormalised P(yes) from the first answer token's top logprobs (ELLM.md / HOUSEKEEP
+        """Renormalised P(yes) from the answer token's top logprobs (ELLM.md / HOUSEKEEP
         §1): p = e^y / (e^y + e^n), where y, n are the log-probabilities of the "Yes" and "No"
-        tokens (leading spaces and case ignored, variants summed, missing = -100). None when no
-        answer could be had or the answer carried no logprobs."""
+        tokens (leading spaces and case ignored, variants summed, missing = -100). A
+        constrained answer ("Yes" or "No") without logprobs gives 1 or 0. None when no answer
+        could be had, or a free answer carried no logprobs."""
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_YES_PROBABILITY
         chat = self.spec.endpoint == "chat"
         request: Prompt = [{"role": "user", "content": prompt}] if chat else prompt
-        params = sampling_params(max_tokens=1, temperature=self.spec.temperature,
-                                 logprobs=TOP_LOGPROBS)
-        answer = self._answer(request, params)
+        constraint = YES_NO if self.constrained else None
+        params = sampling_params(max_tokens=YES_NO_TOKENS if constraint else 1,
+                                 temperature=self.spec.temperature, logprobs=TOP_LOGPROBS,
+                                 constraint=constraint and constraint.key())
+        answer, params = self._answer(request, params)
         if answer is None:
             return None
-        if answer.status != "ok":
+        if answer.payload is not None:
+            return yes_probability_from(answer.payload)
+        word = None
+        if "constraint" in params:
+            word = yes_no_word(self.checked(answer.text, YES_NO, params))
+        if word is None:
             self.count(parse_errors=1)
             return None
-        return yes_probability_from(answer.payload)
+        return 1.0 if word == "Yes" else 0.0
 
     def is_yes(self, prompt: str) -> bool | None:
         """The closed answer: P(yes) > ``prob_threshold`` (HOUSEKEEP.md §1); None when no
@@ -159,17 +191,36 @@ class LMClient:
     # ---- cache, budget, retries -----------------------------------------------------------
     # The steps of a query, also used one by one by the non-blocking mode (nonblocking.py):
     # request_key -> lookup -> may_send -> fetch.
-    def _answer(self, prompt: Prompt, params: dict[str, Any]) -> CachedAnswer | None:
+    def _answer(self, prompt: Prompt, params: dict[str, Any]
+                ) -> tuple[CachedAnswer | None, dict[str, Any]]:
+        """The answer to ``prompt`` asked with ``params`` and the parameters it was asked
+        with: those less the constraint when the server refused it (the query is asked free)."""
         key = self.request_key(prompt, params)
         cached = self.lookup(key)
         if cached is not None or self.cache_only or not self.may_send():
-            return cached
-        return self.fetch(key, prompt, params)
+            return cached, params
+        try:
+            return self.fetch(key, prompt, params), params
+        except ConstraintRefused:
+            return self._answer(prompt, {k: v for k, v in params.items() if k != "constraint"})
 
-    def text_params(self) -> dict[str, Any]:
-        """Sampling parameters of a goal (text) query."""
+    def text_params(self, constraint: Constraint | None = None) -> dict[str, Any]:
+        """Sampling parameters of a text query; with its constraint while constraints are on."""
         return sampling_params(max_tokens=self.spec.max_tokens,
-                               temperature=self.spec.temperature, stop=self.spec.stop)
+                               temperature=self.spec.temperature, stop=self.spec.stop,
+                               constraint=constraint.key() if constraint and self.constrained
+                               else None)
+
+    def checked(self, text: str, constraint: Constraint | None, params: dict[str, Any]) -> str:
+        """The text form of an answer asked with ``params``: read through its constraint when
+        it was asked with one (an answer that breaks it is counted and returned as it is)."""
+        if constraint is None or "constraint" not in params:
+            return text
+        read = constraint.read(text)
+        if read is None:
+            self.count(constraint_violations=1)
+            return text
+        return read
 
     def request_key(self, prompt: Prompt, params: dict[str, Any]) -> str:
         """The cache key of ``prompt`` asked with ``params`` of this client's model (and
@@ -256,6 +307,8 @@ class LMClient:
             try:
                 return self._request(prompt, params)
             except openai.APIStatusError as err:
+                if "constraint" in params and self._refuses(err):
+                    raise ConstraintRefused(str(err)) from None
                 if err.status_code in FATAL_STATUS:
                     raise LMConfigError(self._scrub(
                         f"the LM endpoint refused the request (HTTP {err.status_code}) for "
@@ -277,6 +330,24 @@ class LMClient:
         self._error(f"giving up after {attempts} attempt(s): {failure(error)}")
         return None
 
+    def _refuses(self, err: Exception) -> bool:
+        """Whether ``err`` refuses the constraint field (an HTTP error naming it, not an auth
+        or rate-limit answer); if so, constraints are off for the rest of the run, said once
+        and counted."""
+        status = getattr(err, "status_code", 0)
+        if status in FATAL_STATUS or status in RETRYABLE_STATUS or not names_constraint(
+                str(err)):
+            return False
+        with self._count_lock:
+            first, self.refused = not self.refused, True
+        if first:
+            self.count(constraint_refused=1)
+            log_once(logging.WARNING, "%s refused the constrained answer format (%s, HTTP %d: "
+                     "%s): answers are asked free and parsed leniently for the rest of the run "
+                     "(lm/constraint_refused)", self.spec.base_url or "OpenAI",
+                     self.constraining.dialect, status, self._scrub(str(err))[:300])
+        return True
+
     def _delay(self, attempt: int, error: Exception) -> float:
         delay = self.spec.backoff * 2 ** attempt * (0.5 + 0.5 * self._rng.random())
         response = getattr(error, "response", None)
@@ -292,6 +363,10 @@ class LMClient:
                                   "temperature": params["temperature"]}
         if params.get("stop"):
             kwargs["stop"] = params["stop"]
+        if "constraint" in params:
+            kwargs.update(request_fields(params["constraint"], self.constraining.dialect or
+                                         "openai", self.constraining.version))
+            self.count(constrained_requests=1)
         if self.spec.endpoint == "chat":
             if "logprobs" in params:
                 kwargs.update(logprobs=True, top_logprobs=params["logprobs"])
@@ -318,71 +393,3 @@ class LMClient:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
-
-    # ---- set-up ---------------------------------------------------------------------------
-    def _adopt_served_model(self) -> None:
-        """Check ``lm`` against the models a non-OpenAI server lists (``GET /models``).
-
-        A server that serves a single other model (``python -m ellm.lm.serve``) would answer a
-        request for any name with that model; its answers are then asked for, logged and cached
-        under the served name, with a warning, so a local model's answers never pass for another
-        model's. A name the server does not list is sent as is, with a warning."""
-        import openai
-
-        spec = self.spec
-        try:
-            served = served_models(self._openai.models.with_raw_response.list().content)
-        except (openai.OpenAIError, InvalidAnswer) as err:
-            log.warning("could not list the models served at %s (%s): asking for %r as "
-                        "configured", spec.base_url, self._scrub(str(err)), spec.lm)
-            served = []
-        if spec.lm in served:
-            return
-        if len(served) == 1:
-            log_once(logging.WARNING, "%s serves one model, %r, not env_spec.lm_spec.lm=%r: "
-                     "asking for %r (set env_spec.lm_spec.lm=%s to silence this warning)",
-                     spec.base_url, served[0], spec.lm, served[0], served[0])
-            self.spec = replace(spec, lm=served[0])
-            return
-        if served:
-            log.warning("%s does not list the model %r (it lists %s): asking for it anyway",
-                        spec.base_url, spec.lm, ", ".join(served))
-        if spec.lm in RETIRED_MODELS:
-            log.warning("%s is a retired OpenAI model name; sending it to %s as is",
-                        spec.lm, spec.base_url)
-
-    def _check_retired_model(self) -> None:
-        spec = self.spec
-        if spec.lm not in RETIRED_MODELS or spec.dummy_lm or self.cache_only:
-            return
-        if not is_openai_endpoint(spec.base_url):
-            return  # a server of its own may serve any name: see _adopt_served_model
-        if self.cache is not None and self.cache.has_model(spec.lm, self.scope):
-            log.warning("%s is retired by OpenAI: replaying its cached answers only "
-                        "(cache_only=true); states not in the cache get no goals", spec.lm)
-            self.cache_only = True
-        else:
-            raise ValueError(
-                f"env_spec.lm_spec.lm={spec.lm} is retired by OpenAI and the cache "
-                f"{self.cache.path if self.cache else '(disabled)'} holds no answer of it. "
-                "Use a current model (default gpt-4o-mini), import the original answers with "
-                "`python -m ellm.lm.import_cache FILE.pkl`, or set base_url to a server that "
-                "serves a model under that name")
-
-    def _make_openai(self, api_key: str | None) -> openai.OpenAI:
-        import openai
-
-        spec = self.spec
-        if not api_key:
-            if is_openai_endpoint(spec.base_url):
-                raise ValueError(
-                    "no OpenAI API key: export OPENAI_API_KEY, or set env_spec.lm_spec.base_url "
-                    "to a local server, or use dummy_lm=true / cache_only=true")
-            api_key = LOCAL_PLACEHOLDER_KEY
-        org = spec.openai_org
-        if org and org == api_key:
-            log.warning("ignoring env_spec.lm_spec.openai_org: it holds the API key, not an "
-                        "organisation id")
-            org = None
-        return openai.OpenAI(api_key=api_key, organization=org, base_url=spec.base_url,
-                             timeout=spec.timeout, max_retries=0)

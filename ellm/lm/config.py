@@ -29,6 +29,9 @@ ENDPOINTS: Final = ("chat", "completions")
 # Whose answers a cached answer may stand for: the same model at the same endpoint (base_url),
 # or, opted into, the same model served anywhere (replicas of one model behind several URLs).
 CACHE_SCOPES: Final = ("endpoint", "model")
+# Constrained decoding (docs/lm.md, "Answers that are always valid"): auto = where the server is
+# known to support it.
+CONSTRAINED: Final = ("auto", "true", "false")
 OPENAI_API_URL: Final = "https://api.openai.com/v1"  # the openai client's default base_url
 SECRET_KEYS: Final = ("openai_key",)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
@@ -65,6 +68,7 @@ class LMSpec:
     blocking: bool = True  # False: a cache miss gets fallback goals while its request runs
     max_in_flight: int = 4  # non-blocking mode: requests one suggester has in flight at most
     cache_scope: str = "endpoint"  # one of CACHE_SCOPES
+    constrained: str = "auto"  # one of CONSTRAINED: each request carries its answer's constraint
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -120,6 +124,16 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{PREFIX}.{name} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _constrained(value: Any) -> str:
+    """``auto``, ``true`` or ``false`` (YAML and Hydra turn true/false into booleans)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and value.lower() in CONSTRAINED:
+        return value.lower()
+    raise ValueError(f"{PREFIX}.constrained must be one of {', '.join(CONSTRAINED)}, "
+                     f"got {value!r}")
 
 
 def canonical_lm_class(name: Any) -> str:
@@ -199,6 +213,7 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
         max_in_flight=_number("max_in_flight", get("max_in_flight", d.max_in_flight),
                               minimum=1, integer=True),
         cache_scope=_choice("cache_scope", get("cache_scope", d.cache_scope), CACHE_SCOPES),
+        constrained=_constrained(get("constrained", d.constrained)),
     )
 
 

@@ -2,31 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Final
 
 from ellm.lm.base import NoveltyFilter, TextState, truncate
 from ellm.lm.client import LMClient, Prompt
+from ellm.lm.constraints import GoalList
 from ellm.lm.prompts import BulletPrompt, parse_bullets
+
+# A constrained answer's goals at most when max_num_goals is "all": more than the oracle's
+# usual 5-6 feasible goals, few enough that a small model cannot loop until max_tokens.
+MAX_CONSTRAINED_GOALS: Final = 8
 
 
 class GPTLanguageModel:
     """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines.
 
     Goals keep the answer's order (de-duplicated), minus the goals achieved this episode (and
-    their synonyms) when the novelty bonus is on, truncated to ``max_num_goals``. Goals are free
-    text: one that names no game action simply never matches a transition caption. An answer with
-    no bullet, an API failure or a spent budget give no goals for that step.
+    their synonyms) when the novelty bonus is on, truncated to ``max_num_goals``. Without
+    constraints goals are free text: one that names no game action simply never matches a
+    transition caption. With ``goal_vocabulary`` (the game's goals) and constraints on, each
+    request asks for 1 to ``max_num_goals`` (or :data:`MAX_CONSTRAINED_GOALS`) goals of it. An
+    answer with no bullet, an API failure or a spent budget give no goals for that step.
     """
 
     uses_success_gate = True
 
     def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
                  novelty_bonus: bool = True, max_num_goals: int | None = None,
-                 synonyms: Mapping[str, str] | None = None) -> None:
+                 synonyms: Mapping[str, str] | None = None,
+                 goal_vocabulary: Sequence[str] | None = None) -> None:
         self.client = client
         self.prompt = prompt or BulletPrompt()
         self.novelty = NoveltyFilter(novelty_bonus, synonyms)
         self.max_num_goals = max_num_goals
+        self.constraint = None if not goal_vocabulary else GoalList(
+            "goals", vocabulary=tuple(goal_vocabulary),
+            max_items=max_num_goals or MAX_CONSTRAINED_GOALS)
 
     def __repr__(self) -> str:
         return f"GPTLanguageModel({self.client!r})"
@@ -43,7 +55,7 @@ class GPTLanguageModel:
 
     def raw_goals(self, state: TextState) -> list[str]:
         """All goals the LM gives for ``state`` (no novelty filter)."""
-        answer = self.client.complete(self.request(state))
+        answer = self.client.complete(self.request(state), self.constraint)
         if answer is None:  # API error, spent budget, or cache-only miss: already counted
             return []
         return self.parse(answer)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ellm.lm.base import TextState
 from ellm.lm.cache import CachedAnswer
-from ellm.lm.client import LMClient, Prompt
+from ellm.lm.client import ConstraintRefused, LMClient, Prompt
 from ellm.lm.gpt import GPTLanguageModel
 from ellm.lm.prompts import BulletPrompt
 
@@ -45,9 +45,11 @@ class NonBlockingLanguageModel(GPTLanguageModel):
 
     def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
                  novelty_bonus: bool = True, max_num_goals: int | None = None,
-                 max_in_flight: int = 4, synonyms: Mapping[str, str] | None = None) -> None:
+                 max_in_flight: int = 4, synonyms: Mapping[str, str] | None = None,
+                 goal_vocabulary: Sequence[str] | None = None) -> None:
         super().__init__(client, prompt, novelty_bonus=novelty_bonus,
-                         max_num_goals=max_num_goals, synonyms=synonyms)
+                         max_num_goals=max_num_goals, synonyms=synonyms,
+                         goal_vocabulary=goal_vocabulary)
         self.max_in_flight = max_in_flight
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, Future[CachedAnswer | None]] = {}
@@ -73,12 +75,12 @@ class NonBlockingLanguageModel(GPTLanguageModel):
         start = time.monotonic()
         try:
             self._collect()
-            request, params = self.request(state), self.client.text_params()
+            request, params = self.request(state), self.client.text_params(self.constraint)
             key = self.client.request_key(request, params)
             self.client.count(queries=1)
             cached = self.client.lookup(key)
             if cached is not None:
-                goals = self.parse(cached.text)
+                goals = self.parse(self.client.checked(cached.text, self.constraint, params))
                 if goals:
                     self._recent = goals
                 return goals
@@ -134,9 +136,13 @@ class NonBlockingLanguageModel(GPTLanguageModel):
 
     def _fetch(self, slot: tuple[str, str], request: Prompt,
                params: dict[str, Any]) -> CachedAnswer | None:
-        """Worker thread: the answer is cached under ``slot``'s key before the slot is freed."""
+        """Worker thread: the answer is cached under ``slot``'s key before the slot is freed. A
+        refused constraint leaves nothing cached: the next visit asks free (said and counted by
+        the client)."""
         try:
             return self.client.fetch(slot[1], request, params, stop=self._stop)
+        except ConstraintRefused:
+            return None
         finally:
             with _IN_FLIGHT_LOCK:
                 _IN_FLIGHT.discard(slot)

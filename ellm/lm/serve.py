@@ -22,6 +22,11 @@ request takes a free slot and waits only while all N are busy. With
 waiting"). This is parallel decoding, not llama.cpp's batched decoding of one model: for that,
 and on a GPU, use vLLM or llama.cpp's own ``llama-server --parallel N`` (docs/lm.md).
 
+Constrained answers: a request's ``grammar`` (GBNF, both endpoints) or, on the chat endpoint,
+``response_format={"type": "json_object", "schema": ...}`` limits the answer to what it allows
+(``env_spec.lm_spec.constrained``, docs/lm.md); a grammar llama.cpp cannot parse is answered
+HTTP 400 instead of crashing the model process.
+
 Crashes: the model runs in a child process that this one watches. Each copy of the model answers
 one short completion before the server listens; a model that fails it, or a model process that
 dies (e.g. SIGSEGV inside llama.cpp), ends the server with a message naming the failure or the
@@ -218,6 +223,7 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     from ellm.lm.llama import extra_buffer_types, startup_check
+    from ellm.lm.llama_grammar import likeliest_first, refuse_bad_grammars
 
     register_plain_chat_format()
     settings = [ModelSettings(**model_settings(
@@ -233,6 +239,8 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
             proxies = [server_app._llama_proxy]  # the copy create_app loaded
             proxies += [LlamaProxy(models=settings) for _ in range(options.parallel - 1)]
             answers = [startup_check(proxy()) for proxy in proxies]
+            refuse_bad_grammars(proxies[0]())
+            likeliest_first()
     except Exception as err:  # noqa: BLE001 - any failure to load or answer is reported
         _tell(ready, f"failed: {type(err).__name__}: {err}")
         raise SystemExit(1) from None

@@ -82,6 +82,13 @@ class CrafterGame:
             return ACTION_SPACES[cfg.env_spec.action_space_type]
         return GOOD_ACTIONS
 
+    def goal_vocabulary(self, cfg: DictConfig) -> list[str]:
+        """The goals a constrained LM answer may name: the action names of the configured
+        action space that do something, moves and the no-op excepted (``harder``'s verb-noun
+        pairs that are a no-op in every state are no goals)."""
+        return [name for name in ACTION_SPACES[cfg.env_spec.action_space_type]
+                if name in GOOD_ACTIONS and name not in _NOT_GOALS]
+
     def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
         """The goal source and, with ``goal_reward``, ELLM's per-step reward on it: the LM's
@@ -96,7 +103,8 @@ class CrafterGame:
         if not goal_reward and (not cfg.use_goal or (paper and self.extrinsic(cfg))):
             return NoGoals(), []
         suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg),
-                                    paper_setting=paper, synonyms=SYNONYMS)
+                                    paper_setting=paper, synonyms=SYNONYMS,
+                                    goal_vocabulary=self.goal_vocabulary(cfg))
         goals = SuggestedGoals(suggester, text_state)
         if not goal_reward:
             return goals, []

@@ -113,7 +113,8 @@ def label(cfg: DictConfig, suggester: Any) -> str:
     client = getattr(suggester, "client", None) or getattr(
         getattr(suggester, "answerer", None), "client", None)
     model = client.spec.lm if client is not None else spec.lm
-    return f"GPTLanguageModel, {model} ({spec.endpoint})"
+    constrained = ", constrained" if client is not None and client.constrained else ""
+    return f"GPTLanguageModel, {model} ({spec.endpoint}{constrained})"
 
 
 def run(cfg: DictConfig, game: Any, suggester: Any, states: int, out: Path) -> dict[str, Any]:
@@ -173,7 +174,15 @@ def markdown(result: dict[str, Any]) -> str:
     cached = (f"; {s['cache_hits']} answers came from the cache (no latency or cost)"
               if s["cache_hits"] else "")
     return (f"{table}\n\n{result['env']}, seed {result['seed']}: {made_of}. "
-            f"{s['api_calls']} API requests, {s['api_errors']} API errors{cached}.\n")
+            f"{s['api_calls']} API requests, {s['api_errors']} API errors{cached}"
+            f"{_constrained(s)}.\n")
+
+
+def _constrained(s: dict[str, Any]) -> str:
+    if not s.get("constrained_requests"):
+        return ""
+    return (f"; {s['constrained_requests']} requests carried their constraint, "
+            f"{s['constraint_violations']} answers broke it")
 
 
 def _plain(value: Any) -> Any:

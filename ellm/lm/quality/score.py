@@ -31,7 +31,8 @@ from text_crafter import GOOD_ACTIONS, SYNONYMS
 from text_crafter.actions import EASIER_ACTIONS
 
 _COUNTERS = ("queries", "api_calls", "cache_hits", "parse_errors", "api_errors",
-             "budget_refusals", "prompt_tokens", "completion_tokens", "dollars")
+             "budget_refusals", "prompt_tokens", "completion_tokens", "dollars",
+             "constrained_requests", "constraint_violations")
 
 
 def canonical(goal: str) -> str:

@@ -1,0 +1,228 @@
+"""What an answer must be (``env_spec.lm_spec.constrained``; docs/lm.md, "Answers that are
+always valid").
+
+A :class:`Constraint` describes the answers one query accepts, rendered twice: a JSON schema of
+an object (OpenAI's structured outputs, vLLM) and a GBNF grammar (llama.cpp) of the answer in the
+text form its prompt asks for ("- chop tree\\n", "chop tree", "Yes", "w0=1.5, w1=-2"). Either
+way the server decodes only answers the constraint allows. :meth:`Constraint.read` turns an
+answer of either form into that text form, which the query's usual parser reads, or gives None
+for an answer that meets neither (a server that answered free text anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+# JSON strings in a grammar: any character but a quote, a backslash or a control character,
+# or an escape.
+_JSON_CHAR: Final = r'''char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'''
+_NUMBER: Final = r"-?\d+(?:\.\d+)?"
+
+
+def literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def alternatives(options: Sequence[str]) -> str:
+    return " | ".join(literal(o) for o in options)
+
+
+def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object with exactly ``properties``, all required (OpenAI's strict mode asks this)."""
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Base: ``name`` names the schema (OpenAI asks for one); subclasses give the renderings."""
+
+    name: str
+
+    def schema(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def grammar(self) -> str:
+        raise NotImplementedError
+
+    def native(self, text: str) -> str | None:
+        """The answer in text form when ``text`` is one the grammar allows, else None."""
+        raise NotImplementedError
+
+    def from_json(self, value: dict[str, Any]) -> str | None:
+        """The text form of a JSON answer the schema allows, else None."""
+        raise NotImplementedError
+
+    def key(self) -> dict[str, Any]:
+        """What the cache key holds of the constraint: both renderings, so that answers to
+        another constraint, or to none, are never served for this one."""
+        return {"name": self.name, "schema": self.schema(), "grammar": self.grammar()}
+
+    def read(self, text: str) -> str | None:
+        """The text form of an answer that meets the constraint (either rendering); None when
+        it meets neither."""
+        native = self.native(text)
+        if native is not None:
+            return native
+        value = _json_object(text.strip())
+        return None if value is None else self.from_json(value)
+
+
+@dataclass(frozen=True)
+class Choice(Constraint):
+    """Exactly one of ``options`` (an action, "Yes" or "No"); a leading space is allowed in
+    text form, as the word after "Action:" is written."""
+
+    options: tuple[str, ...] = ()
+    field: str = "answer"
+
+    def schema(self) -> dict[str, Any]:
+        return _object_schema({self.field: {"type": "string", "enum": list(self.options)}})
+
+    def grammar(self) -> str:
+        return f'root ::= " "? ({alternatives(self.options)})\n'
+
+    def native(self, text: str) -> str | None:
+        word = text.removeprefix(" ")
+        return word if word in self.options else None
+
+    def from_json(self, value: dict[str, Any]) -> str | None:
+        word = value.get(self.field)
+        return word if set(value) == {self.field} and word in self.options else None
+
+
+@dataclass(frozen=True)
+class GoalList(Constraint):
+    """1 to ``max_items`` goals of ``vocabulary``, as "- goal" lines; a blank line may end the
+    list early (as a free answer ends it: the stop sequence), else it ends after the last."""
+
+    vocabulary: tuple[str, ...] = ()
+    max_items: int = 1
+
+    def schema(self) -> dict[str, Any]:
+        goals = {"type": "array", "items": {"type": "string", "enum": list(self.vocabulary)},
+                 "minItems": 1, "maxItems": self.max_items}
+        return _object_schema({"goals": goals})
+
+    def grammar(self) -> str:
+        return (f'root ::= item{{1,{self.max_items}}} "\\n"?\n'
+                'item ::= "- " goal "\\n"\n'
+                f"goal ::= {alternatives(self.vocabulary)}\n")
+
+    def _text(self, goals: list[Any]) -> str | None:
+        if not 1 <= len(goals) <= self.max_items or any(g not in self.vocabulary for g in goals):
+            return None
+        return "".join(f"- {g}\n" for g in goals)
+
+    def native(self, text: str) -> str | None:
+        lines = text.rstrip("\n").split("\n")
+        if not all(line.startswith("- ") for line in lines):
+            return None
+        return self._text([line[2:] for line in lines])
+
+    def from_json(self, value: dict[str, Any]) -> str | None:
+        goals = value.get("goals")
+        if set(value) != {"goals"} or not isinstance(goals, list):
+            return None
+        return self._text(goals)
+
+
+@dataclass(frozen=True)
+class Setting(Constraint):
+    """A number for each of ``names``, as "w0=1.5, w1=-2" (``decimals`` digits at most after
+    the point; the range is the schema's, the grammar bounds the digits before the point)."""
+
+    names: tuple[str, ...] = ()
+    low: float = -1.0
+    high: float = 1.0
+    decimals: int = 2
+
+    def schema(self) -> dict[str, Any]:
+        number = {"type": "number", "minimum": self.low, "maximum": self.high}
+        return _object_schema({n: dict(number) for n in self.names})
+
+    def grammar(self) -> str:
+        digits = len(str(int(max(abs(self.low), abs(self.high)))))
+        fraction = f' ("." [0-9]{{1,{self.decimals}}})?' if self.decimals else ""
+        pairs = ' ", " '.join(f'{literal(n + "=")} num' for n in self.names)
+        return f'root ::= " "? {pairs}\nnum ::= "-"? [0-9]{{1,{digits}}}{fraction}\n'
+
+    def native(self, text: str) -> str | None:
+        pattern = ", ".join(f"{re.escape(n)}=({_NUMBER})" for n in self.names)
+        match = re.fullmatch(f" ?{pattern}", text)
+        return None if match is None else text.removeprefix(" ")
+
+    def from_json(self, value: dict[str, Any]) -> str | None:
+        numbers = [value.get(n) for n in self.names]
+        if set(value) != set(self.names) or not all(
+                type(v) in (int, float) and math.isfinite(v) for v in numbers):
+            return None
+        return ", ".join(f"{n}={v}" for n, v in zip(self.names, numbers))
+
+
+@dataclass(frozen=True)
+class OptoPrimeAnswer(Constraint):
+    """OptoPrime's answer: {"reasoning": ..., "answer": ..., "suggestion": {variable: value}}
+    with a string value for each of ``variables``. The grammar caps the reasoning and the
+    answer at ``max_reasoning`` / ``max_answer`` characters, so a small model cannot spend its
+    whole token budget before the suggestion."""
+
+    variables: tuple[str, ...] = ()
+    max_reasoning: int = 400
+    max_answer: int = 80
+
+    def schema(self) -> dict[str, Any]:
+        text = {"type": "string"}
+        suggestion = _object_schema({v: dict(text) for v in self.variables})
+        return _object_schema({"reasoning": dict(text), "answer": dict(text),
+                               "suggestion": suggestion})
+
+    def grammar(self) -> str:
+        pairs = ' "," ws '.join(f'{literal(json.dumps(v) + ":")} ws string'
+                                for v in self.variables)
+        return (
+            'root ::= "{" ws "\\"reasoning\\":" ws reasoning "," ws "\\"answer\\":" ws answer '
+            f'"," ws "\\"suggestion\\":" ws "{{" ws {pairs} ws "}}" ws "}}"\n'
+            f'reasoning ::= "\\"" char{{0,{self.max_reasoning}}} "\\""\n'
+            f'answer ::= "\\"" char{{0,{self.max_answer}}} "\\""\n'
+            'string ::= "\\"" char* "\\""\n'
+            f"{_JSON_CHAR}\n"
+            'ws ::= [ \\t\\n]{0,8}\n')
+
+    def native(self, text: str) -> str | None:
+        value = _json_object(text.strip())
+        return None if value is None else self.from_json(value)
+
+    def from_json(self, value: dict[str, Any]) -> str | None:
+        suggestion = value.get("suggestion")
+        if (set(value) != {"reasoning", "answer", "suggestion"}
+                or not all(isinstance(value[k], str) for k in ("reasoning", "answer"))
+                or not isinstance(suggestion, dict) or set(suggestion) != set(self.variables)
+                or not all(isinstance(v, str) for v in suggestion.values())):
+            return None
+        return json.dumps(value)
+
+
+YES_NO: Final = Choice("yes_no", options=("Yes", "No"))
+
+
+def yes_no_word(text: str) -> str | None:
+    """The lenient reading of a yes/no answer that broke its constraint: its first word, if
+    that is yes or no (any case, punctuation stripped)."""
+    words = text.split()
+    word = words[0].strip(".,:;!\"'").lower() if words else ""
+    return {"yes": "Yes", "no": "No"}.get(word)

@@ -1,0 +1,97 @@
+"""How each kind of server is asked for a constrained answer, and which kind a server is.
+
+Each server documents its own structured-output interface; a request carries the constraint in
+the fields of its server's *dialect*, sent through the ``openai`` client:
+
+- ``openai``: ``response_format={"type": "json_schema", "json_schema": {..., "strict": true}}``
+  (OpenAI's structured outputs; also the fallback for a server of unknown kind with
+  ``constrained=true``);
+- ``vllm``: ``extra_body={"structured_outputs": {"json": schema}}`` (vLLM 0.10.2 and later),
+  ``extra_body={"guided_json": schema}`` before (removed in 0.12);
+- ``llama.cpp``: ``extra_body={"grammar": gbnf}`` (llama.cpp's ``llama-server`` and
+  llama-cpp-python's server, which ``python -m ellm.lm.serve`` runs; both endpoints).
+
+``constrained=auto`` (:func:`auto_dialect`) turns constraints on where the server is known to
+support them: OpenAI's API for the chat models of :data:`OPENAI_STRUCTURED` on the chat endpoint;
+a server whose ``GET /models`` names its owner ``vllm`` (vLLM), ``llamacpp`` (llama-server) or
+``me`` (llama-cpp-python's constant, so the packaged server too). Anything else: off.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import Any, Final
+
+from ellm.lm.pricing import is_openai_endpoint
+
+DIALECTS: Final = ("openai", "vllm", "llama.cpp")
+# Owners in ``GET /models`` that name a server with constrained decoding.
+OWNERS: Final = {"vllm": "vllm", "llamacpp": "llama.cpp", "me": "llama.cpp"}
+# OpenAI chat models with structured outputs (json_schema), as names or name prefixes; the
+# exceptions came before the feature.
+OPENAI_STRUCTURED: Final = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+OPENAI_UNSTRUCTURED: Final = ("gpt-4o-2024-05-13", "o1-mini", "o1-preview", "gpt-4o-audio",
+                              "gpt-4o-realtime", "gpt-4o-search")
+VLLM_STRUCTURED_OUTPUTS: Final = (0, 10, 2)  # the first vLLM with ``structured_outputs``
+# Words by which a refusal names the field it refused (any dialect).
+_FIELDS: Final = re.compile(r"response_format|json_schema|schema|grammar|structured_outputs|"
+                            r"guided_", re.IGNORECASE)
+
+
+def openai_model_is_structured(model: str) -> bool:
+    if model.startswith(OPENAI_UNSTRUCTURED):
+        return False
+    return any(model == p or model.startswith(f"{p}-") for p in OPENAI_STRUCTURED)
+
+
+def auto_dialect(base_url: str | None, endpoint: str, model: str,
+                 owners: list[str]) -> str | None:
+    """The dialect ``constrained=auto`` uses (module docstring); None: off. ``owners``: the
+    ``owned_by`` of each model the server lists."""
+    if is_openai_endpoint(base_url):
+        return "openai" if endpoint == "chat" and openai_model_is_structured(model) else None
+    kinds = {OWNERS[o] for o in owners if o in OWNERS}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def forced_dialect(base_url: str | None, owners: list[str]) -> str:
+    """The dialect ``constrained=true`` uses: the server's, else OpenAI's interface."""
+    kinds = {OWNERS[o] for o in owners if o in OWNERS}
+    if not is_openai_endpoint(base_url) and len(kinds) == 1:
+        return kinds.pop()
+    return "openai"
+
+
+def vllm_version(base_url: str, timeout: float) -> tuple[int, ...] | None:
+    """vLLM's version from ``GET /version`` beside ``/v1``; None when it does not say."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/version", timeout=timeout) as response:
+            text = json.load(response).get("version", "")
+    except (OSError, ValueError, AttributeError):
+        return None
+    numbers = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    return None if numbers is None else tuple(int(n or 0) for n in numbers.groups())
+
+
+def request_fields(constraint: dict[str, Any], dialect: str,
+                   version: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The keyword arguments of the ``openai`` call that carry ``constraint`` (a
+    :meth:`Constraint.key`) in ``dialect``; ``version``: vLLM's, when known."""
+    schema = constraint["schema"]
+    if dialect == "llama.cpp":
+        return {"extra_body": {"grammar": constraint["grammar"]}}
+    if dialect == "vllm":
+        if version is not None and version < VLLM_STRUCTURED_OUTPUTS:
+            return {"extra_body": {"guided_json": schema}}
+        return {"extra_body": {"structured_outputs": {"json": schema}}}
+    return {"response_format": {"type": "json_schema", "json_schema": {
+        "name": constraint["name"], "schema": schema, "strict": True}}}
+
+
+def names_constraint(message: str) -> bool:
+    """True when an error message names a constraint field: the server refused the field."""
+    return _FIELDS.search(message) is not None
