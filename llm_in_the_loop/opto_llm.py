@@ -48,9 +48,10 @@ class ClientLLM(AbstractModel):
     """opto's LLM interface on an :class:`LMClient` (module docstring). ``last_answer``: the
     text of the latest answer, None when there was none."""
 
-    def __init__(self, client: LMClient, variables: tuple[str, ...] = ()) -> None:
+    def __init__(self, client: LMClient, variables: tuple[str, ...] = (),
+                 prefix: str = "") -> None:
         self.client = client
-        self.constraint = OptoPrimeAnswer("optoprime", variables=variables)
+        self.constraint = OptoPrimeAnswer("optoprime", variables=variables, prefix=prefix)
         self.last_answer: str | None = None
         super().__init__(lambda: self._create)
 
@@ -90,7 +91,7 @@ class CodeOptimizer:
 
         rollout.__qualname__ = "rollout"  # the name OptoPrime's prompt shows
         self._rollout = bundle()(rollout)
-        self.llm = ClientLLM(client, (self.code.py_name,))
+        self.llm = ClientLLM(client, (self.code.py_name,), f"def {entry}(obs):")
         self.optimizer = OptoPrime([self.code], llm=self.llm, objective=objective,
                                    memory_size=memory_size, log=False)
 

@@ -200,5 +200,7 @@ def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server
     schema = server.requests[0].body["structured_outputs"]["json"]
     assert schema["required"] == ["reasoning", "answer", "suggestion"]
     assert schema["properties"]["suggestion"]["required"] == [name]
+    assert schema["properties"]["suggestion"]["properties"][name] == {
+        "type": "string", "pattern": "^def controller\\(obs\\):"}
     assert "response_format" not in server.requests[0].body  # not OptoPrime's bare json_object
     assert opt.llm.client.metrics()["constraint_violations"] == 1 and "0.5" in opt.source

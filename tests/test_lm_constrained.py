@@ -59,10 +59,11 @@ def test_each_constraint_reads_its_text_form_and_its_json_form_and_nothing_else(
     assert setting.read(" w0=1.5, w1=-2") == "w0=1.5, w1=-2"
     assert setting.read('{"w0": 1, "w1": -0.25}') == "w0=1, w1=-0.25"
     assert setting.read("w0=1.5") is None and setting.read('{"w0": 1, "w1": "2"}') is None
-    opto = OptoPrimeAnswer("optoprime", variables=("__code",))
+    opto = OptoPrimeAnswer("optoprime", variables=("__code",), prefix="def f(obs):")
     good = {"reasoning": "r", "answer": "", "suggestion": {"__code": "def f(obs):\n    return 1"}}
     assert json.loads(opto.read(json.dumps(good))) == good
     assert opto.read(json.dumps({**good, "suggestion": {}})) is None
+    assert opto.read(json.dumps({**good, "suggestion": {"__code": "f = 1"}})) is None
     assert opto.read("TERMINATE") is None
 
 
@@ -74,7 +75,10 @@ def test_grammars_spell_what_the_text_forms_read():
     setting = Setting("setting", names=("w0", "w1"), low=0, high=10, decimals=1)
     assert setting.grammar() == ('root ::= " "? "w0=" num ", " "w1=" num\n'
                                  'num ::= "-"? [0-9]{1,2} ("." [0-9]{1,1})?\n')
-    assert '"\\"__code\\":" ws string' in OptoPrimeAnswer("o", variables=("__code",)).grammar()
+    opto = OptoPrimeAnswer("o", variables=("__code",), prefix="def act(obs):")
+    assert '"\\"__code\\":" ws "\\"" "def act(obs):" char* "\\""' in opto.grammar()
+    assert opto.schema()["properties"]["suggestion"]["properties"]["__code"] == {
+        "type": "string", "pattern": "^def act\\(obs\\):"}
 
 
 def test_the_dialect_rule():

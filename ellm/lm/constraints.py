@@ -177,29 +177,36 @@ class Setting(Constraint):
 @dataclass(frozen=True)
 class OptoPrimeAnswer(Constraint):
     """OptoPrime's answer: {"reasoning": ..., "answer": ..., "suggestion": {variable: value}}
-    with a string value for each of ``variables``. The grammar caps the reasoning and the
-    answer at ``max_reasoning`` / ``max_answer`` characters, so a small model cannot spend its
-    whole token budget before the suggestion."""
+    with a string value for each of ``variables`` that starts with ``prefix`` (the code
+    variable's ``def entry(obs):``, as OptoPrime's prompt asks). The grammar caps the reasoning
+    and the answer at ``max_reasoning`` / ``max_answer`` characters, so a small model cannot
+    spend its whole token budget before the suggestion."""
 
     variables: tuple[str, ...] = ()
+    prefix: str = ""
     max_reasoning: int = 400
     max_answer: int = 80
 
     def schema(self) -> dict[str, Any]:
         text = {"type": "string"}
-        suggestion = _object_schema({v: dict(text) for v in self.variables})
+        # ECMA-262 (JSON schema's regex dialect) takes no escape of a space: escape only the
+        # characters that are special.
+        pattern = "^" + re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", self.prefix)
+        value = {**text, "pattern": pattern} if self.prefix else text
+        suggestion = _object_schema({v: dict(value) for v in self.variables})
         return _object_schema({"reasoning": dict(text), "answer": dict(text),
                                "suggestion": suggestion})
 
     def grammar(self) -> str:
-        pairs = ' "," ws '.join(f'{literal(json.dumps(v) + ":")} ws string'
+        # The prefix as JSON writes it inside the string (quotes and control characters escaped).
+        start = literal(json.dumps(self.prefix)[1:-1]) + " " if self.prefix else ""
+        pairs = ' "," ws '.join(f'{literal(json.dumps(v) + ":")} ws "\\"" {start}char* "\\""'
                                 for v in self.variables)
         return (
             'root ::= "{" ws "\\"reasoning\\":" ws reasoning "," ws "\\"answer\\":" ws answer '
             f'"," ws "\\"suggestion\\":" ws "{{" ws {pairs} ws "}}" ws "}}"\n'
             f'reasoning ::= "\\"" char{{0,{self.max_reasoning}}} "\\""\n'
             f'answer ::= "\\"" char{{0,{self.max_answer}}} "\\""\n'
-            'string ::= "\\"" char* "\\""\n'
             f"{_JSON_CHAR}\n"
             'ws ::= [ \\t\\n]{0,8}\n')
 
@@ -212,7 +219,8 @@ class OptoPrimeAnswer(Constraint):
         if (set(value) != {"reasoning", "answer", "suggestion"}
                 or not all(isinstance(value[k], str) for k in ("reasoning", "answer"))
                 or not isinstance(suggestion, dict) or set(suggestion) != set(self.variables)
-                or not all(isinstance(v, str) for v in suggestion.values())):
+                or not all(isinstance(v, str) and v.startswith(self.prefix)
+                           for v in suggestion.values())):
             return None
         return json.dumps(value)
 
