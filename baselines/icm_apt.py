@@ -109,8 +109,8 @@ class APT:
         self.optimizer.zero_grad(set_to_none=True)
         (losses.forward + losses.inverse).backward()
         self.optimizer.step()
-        return {"forward_loss": losses.forward.item(), "inverse_loss": losses.inverse.item(),
-                "inverse_accuracy": losses.inverse_accuracy.item()}
+        return {"forward_loss": losses.forward.detach(), "inverse_loss": losses.inverse.detach(),
+                "inverse_accuracy": losses.inverse_accuracy.detach()}
 
     def statistics(self) -> dict[str, float]:
         return {"raw_mean": self.stats.mean}

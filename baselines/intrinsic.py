@@ -161,13 +161,13 @@ class WindowReward(IntrinsicReward):
             out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j))
             rewards[rows, j] += self.weights[name] * out.reward
             prefix = f"{self.name}_{name}"
-            metrics[f"{prefix}_raw"] = out.raw.mean().item()
-            metrics[f"{prefix}_reward"] = out.reward.mean().item()
+            metrics[f"{prefix}_raw"] = out.raw.mean().detach()
+            metrics[f"{prefix}_reward"] = out.reward.mean().detach()
             metrics.update({f"{prefix}_{k}": v
                             for k, v in self.scorers[name].statistics().items()})
-        metrics["intrinsic_reward"] = rewards[rows, j].mean().item()
+        metrics["intrinsic_reward"] = rewards[rows, j].mean().detach()
         returns = nstep_intrinsic_return(rewards, batch.n_steps.to(self.device), self.gamma)
-        metrics["intrinsic_return"] = returns.mean().item()
+        metrics["intrinsic_return"] = returns.mean().detach()
         return returns, metrics
 
     def update(self, batch: Any) -> dict[str, float]:

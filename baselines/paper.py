@@ -56,11 +56,11 @@ class FeatureReward(IntrinsicReward):
 
     def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
         raw, reward, terms = self.reward(self.read(batch))
-        return reward, {f"{self.name}_raw": raw.mean().item(),
+        return reward, {f"{self.name}_raw": raw.mean().detach(),
                         f"{self.name}_raw_std": self.stats.std,
                         **{f"{self.name}_{name}_raw": v for name, v in terms.items()},
-                        "intrinsic_reward": reward.mean().item(),
-                        "intrinsic_return": reward.mean().item()}
+                        "intrinsic_reward": reward.mean().detach(),
+                        "intrinsic_return": reward.mean().detach()}
 
     def update(self, batch: Any) -> dict[str, float]:
         losses = self.learn(self.read_again(batch), batch.action.to(self.device, torch.long))
@@ -122,7 +122,7 @@ class PaperRND(FeatureReward):
                 if self.noveld:
                     error = torch.relu(self.modules[name].error(next_obs) - self.alpha * error)
                 raw = raw + self.weights[name] * error
-                terms[name] = error.mean().item()
+                terms[name] = error.mean().detach()
             self.stats.update(raw)
             return raw, raw / (self.stats.std + 1e-8), terms
 
@@ -133,7 +133,7 @@ class PaperRND(FeatureReward):
         self.optimizer.zero_grad(set_to_none=True)
         sum(losses.values()).backward()
         self.optimizer.step()
-        return {f"{name}_loss": loss.item() for name, loss in losses.items()}
+        return {f"{name}_loss": loss.detach() for name, loss in losses.items()}
 
     def state_dict(self) -> dict[str, Any]:
         return {"modules": {n: m.state_dict() for n, m in self.modules.items()},
@@ -224,7 +224,7 @@ class PaperAPT(FeatureReward):
             for name, (_, next_obs) in features.items():
                 term = self.entropy(encoder(next_obs))
                 total = total + self.weights[name] * term
-                terms[name] = term.mean().item()
+                terms[name] = term.mean().detach()
             return total, total, terms
 
     def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
@@ -233,8 +233,8 @@ class PaperAPT(FeatureReward):
         for name, (obs, next_obs) in features.items():
             forward, inverse = self.modules[name].losses(obs, action, next_obs)
             total = total + forward.mean() + inverse.mean()
-            out[f"{name}_forward_loss"] = forward.mean().item()
-            out[f"{name}_inverse_loss"] = inverse.mean().item()
+            out[f"{name}_forward_loss"] = forward.mean().detach()
+            out[f"{name}_inverse_loss"] = inverse.mean().detach()
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         self.optimizer.step()

@@ -72,7 +72,7 @@ class RND:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return {"loss": loss.item()}
+        return {"loss": loss.detach()}
 
     def statistics(self) -> dict[str, float]:
         return {"raw_std": self.stats.std}

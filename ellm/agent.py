@@ -26,6 +26,7 @@ from ellm import schema
 from ellm.embed import SentenceEmbedder
 from ellm.errors import ConfigError
 from ellm.networks import ENCODER_MODULES, QNetwork
+from ellm.precision import autocast, check_precision
 from ellm.reward import BatchReward
 from ellm.text_input import StringTable, TextInput, text_seed
 
@@ -54,6 +55,7 @@ class AgentOptions:
     hidden_dim: int = schema.integer(1, 512)
     reward_scale: float = schema.number(1.0)
     debug: bool = schema.boolean(False)
+    joint_text: bool | str = schema.boolean_or_auto("auto")
     reinit_text_encoder: bool | str = schema.boolean_or_auto("auto")
 
     def __post_init__(self) -> None:
@@ -89,8 +91,9 @@ class LearnerSetting:
     def choose(cls, paper_setting: bool, o: AgentOptions) -> LearnerSetting:
         text = None
         if o.use_language_state or o.use_goal:
-            joint = o.use_language_state == "sbert" and o.use_goal
-            text = ("joint" if joint else "paper") if paper_setting else "separate"
+            both = o.use_language_state == "sbert" and o.use_goal
+            joint = both and (paper_setting if o.joint_text == "auto" else bool(o.joint_text))
+            text = "joint" if joint else "paper" if paper_setting else "separate"
         reinit = paper_setting if o.reinit_text_encoder == "auto" else o.reinit_text_encoder
         return cls(paper_setting, text, bool(reinit), feature_rewards=paper_setting)
 
@@ -122,8 +125,10 @@ class DQNAgent:
     keys. Set by the loop: ``embedder``, ``strings`` (the replay's string table), ``discount`` and
     ``nstep`` (folded into ``batch.discount`` by the replay), ``hold_epsilon`` (epsilon held at its
     maximum until ``start_epsilon_decay``), ``seed``, ``channels_last`` (conv memory format),
-    ``paper_setting`` (:class:`LearnerSetting`), ``max_text_tokens`` (``env_spec.max_seq_len``)
-    and ``use_extr_rew`` (unused: the loop adds the game reward to the stored reward)."""
+    ``paper_setting`` (:class:`LearnerSetting`), ``max_text_tokens`` (``env_spec.max_seq_len``),
+    ``precision`` (fp32 | bf16: the update's autocast, :mod:`ellm.precision`), ``compile``
+    (``torch.compile`` the update's loss) and ``use_extr_rew`` (unused: the loop adds the game
+    reward to the stored reward)."""
 
     Options: ClassVar[type[AgentOptions]] = AgentOptions
 
@@ -131,7 +136,8 @@ class DQNAgent:
                  embedder: SentenceEmbedder | None = None, strings: StringTable | None = None,
                  discount: float = 0.99, nstep: int = 3, hold_epsilon: bool = False,
                  seed: int | None = None, channels_last: bool = True, use_extr_rew: bool = False,
-                 paper_setting: bool = False, max_text_tokens: int = 200, **options: Any):
+                 paper_setting: bool = False, max_text_tokens: int = 200,
+                 precision: str = "fp32", compile: bool = False, **options: Any):
         del use_extr_rew  # the loop mixes the game reward in, once
         if options.get("use_language_state") is False:  # a common spelling of "off"
             options["use_language_state"] = None
@@ -147,6 +153,8 @@ class DQNAgent:
                 raise _config_error(key, value, "a positive integer")
         self.num_actions, self.nstep, self.discount = int(num_actions), int(nstep), float(discount)
         self.device = torch.device(device)
+        check_precision(precision, self.device)
+        self.precision = precision
         self.setting = LearnerSetting.choose(bool(paper_setting), o)
         self.text = TextInput(
             self.setting.text_input, embedder, strings, use_language=bool(o.use_language_state),
@@ -156,6 +164,8 @@ class DQNAgent:
         self.online, self.target = self._networks(seed, channels_last)
         self._select_trainable()
         self.optimizer = self._make_optimizer()
+        # Compiled on its first call; the module's parameters and state_dict stay the same.
+        self._loss = torch.compile(self._td_loss) if compile else self._td_loss
         self.hold_epsilon = bool(hold_epsilon)
         self.decay_start = self.num_updates = self._last_target_sync = 0
         self._expl_agent: DQNAgent | None = None
@@ -258,43 +268,54 @@ class DQNAgent:
         return self.online(frames, *self.text.of_obs(obs))[0]
 
     # ------------------------------------------------------------------ learning
-    def update(self, batch: Any, step: int) -> dict[str, float]:
+    def update(self, batch: Any, step: int) -> dict[str, torch.Tensor]:
         """One double-DQN gradient step on the batch's ``reward`` plus each plug-in's n-step
-        return, then one step of each plug-in; returns metrics (no namespace)."""
+        return, then one step of each plug-in; returns metrics (no namespace) as detached 0-d
+        tensors on the device, read by the caller when it logs (:func:`read_metrics`), so an
+        update never waits for the device."""
         reward = batch.reward.to(self.device, torch.float32)
-        metrics: dict[str, float] = {}
+        metrics: dict[str, torch.Tensor] = {}
         for plugin in self.rewards:  # scored before the TD step moves the encoder they may read
             returns, scores = plugin.compute(batch)
             reward = reward + returns
             metrics.update(scores)
         if self.rewards:
-            metrics["game_return"] = batch.game_reward.to(self.device, torch.float32).mean().item()
+            metrics["game_return"] = batch.game_reward.to(self.device, torch.float32).mean()
         metrics.update(self._td_step(batch, reward, step))
         for plugin in self.rewards:
             metrics.update(plugin.update(batch))
         return metrics
 
-    def _td_step(self, batch: Any, reward: torch.Tensor, step: int) -> dict[str, float]:
+    def _td_loss(self, obs: torch.Tensor | None, next_obs: torch.Tensor | None,
+                 action: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
+                 text: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Huber loss of the online Q of ``action`` against the double-DQN target; returns
+        (loss, Q taken, target). The networks run under ``precision``'s autocast; the target and
+        the loss are fp32."""
+        with autocast(self.device, self.precision):
+            with torch.no_grad():
+                if self.setting.shared_encoder:  # one encoder pass serves both heads
+                    h = self.online.features(next_obs, text.next_language, text.next_goal)
+                    q_next_online, q_next_target = self.online.heads(h), self.target.heads(h)
+                else:
+                    q_next_online = self.online(next_obs, text.next_language, text.next_goal)
+                    q_next_target = self.target(next_obs, text.next_language, text.next_goal)
+            q = self.online(obs, text.language, text.goal)
+        target = double_dqn_target(q_next_online.float(), q_next_target.float(), reward, discount)
+        q_taken = q.float().gather(1, action.unsqueeze(1)).squeeze(1)
+        return huber_loss(q_taken, target), q_taken, target
+
+    def _td_step(self, batch: Any, reward: torch.Tensor, step: int) -> dict[str, torch.Tensor]:
         """One gradient step of the online network towards the double-DQN target."""
         use_image = self.options.use_image
-        obs = batch.obs.to(self.device) if use_image else None
-        next_obs = batch.next_obs.to(self.device) if use_image else None
-        action = batch.action.to(self.device, torch.long)
+        obs = batch.obs.to(self.device, non_blocking=True) if use_image else None
+        next_obs = batch.next_obs.to(self.device, non_blocking=True) if use_image else None
+        action = batch.action.to(self.device, torch.long, non_blocking=True)
         reward = reward * self.options.reward_scale
-        discount = batch.discount.to(self.device, torch.float32)
-        text = self.text.of_batch(batch)
-        with torch.no_grad():
-            if self.setting.shared_encoder:  # one encoder pass serves both heads
-                h = self.online.features(next_obs, text.next_language, text.next_goal)
-                q_next_online, q_next_target = self.online.heads(h), self.target.heads(h)
-            else:
-                q_next_online = self.online(next_obs, text.next_language, text.next_goal)
-                q_next_target = self.target(next_obs, text.next_language, text.next_goal)
-            target = double_dqn_target(q_next_online, q_next_target, reward, discount)
-        q = self.online(obs, text.language, text.goal)
-        q_taken = q.gather(1, action.unsqueeze(1)).squeeze(1)
-        loss = huber_loss(q_taken, target)
-        if self.options.debug and not torch.isfinite(loss):
+        discount = batch.discount.to(self.device, torch.float32, non_blocking=True)
+        loss, q_taken, target = self._loss(obs, next_obs, action, reward, discount,
+                                           self.text.of_batch(batch))
+        if self.options.debug and not torch.isfinite(loss):  # a device sync, in debug only
             raise FloatingPointError(f"non-finite DQN loss {loss.item()} at step {step}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -303,10 +324,9 @@ class DQNAgent:
         self.num_updates += 1
         self._maybe_sync_target(step)
         with torch.no_grad():
-            td = (q_taken - target).abs().mean()
-        return {"loss": loss.item(), "q_mean": q_taken.mean().item(),
-                "target_mean": target.mean().item(), "td_error_abs": td.item(),
-                "grad_norm": grad_norm.item(), "batch_reward": reward.mean().item()}
+            return {"loss": loss.detach(), "q_mean": q_taken.detach().mean(),
+                    "target_mean": target.mean(), "td_error_abs": (q_taken - target).abs().mean(),
+                    "grad_norm": grad_norm.detach(), "batch_reward": reward.mean()}
 
     def _maybe_sync_target(self, step: int) -> None:
         """Every critic_target_update_every_steps env steps: target <- tau*online + (1-tau)*target
@@ -388,6 +408,25 @@ class DQNAgent:
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(self.online.state_dict())
         self.optimizer = self._make_optimizer()
+
+
+def read_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """One update's metrics (0-d tensors or numbers) as floats."""
+    return {key: float(value) for key, value in metrics.items()}
+
+
+def mean_metrics(updates: Mapping[str, Sequence[Any]]) -> dict[str, float]:
+    """The mean of each metric over the updates of a logged row (0-d tensors or numbers): one
+    device read per metric and row. Means are taken in float64 over the float32 values, as
+    ``np.mean`` over the numbers read one by one would take them."""
+    out = {}
+    for key, values in updates.items():
+        if all(isinstance(v, torch.Tensor) for v in values):
+            array = torch.stack([v.detach() for v in values]).to("cpu", torch.float64).numpy()
+        else:
+            array = np.array([float(v) for v in values], dtype=np.float64)
+        out[key] = float(np.mean(array))
+    return out
 
 
 def check_same(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> None:

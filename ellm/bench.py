@@ -4,7 +4,8 @@
     python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
     python -m ellm.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
     python -m ellm.bench --slots 2 [--requests 16]
-    python -m ellm.bench --actors N [--stub-learner] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
+        [--actor-overrides key=value ...] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -34,10 +35,11 @@ the same ``--requests`` distinct prompts, all sent at once, answered by one slot
 then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
 and their ratio.
 
-``--actors N`` runs ``train.py`` with one process and with ``N`` actors in one sitting and
-prints frames/s of both, their ratio, updates per frame of both and the bound implied by the
-measured update and actor costs; with ``--stub-learner`` the main process makes no update
-(:mod:`ellm.actors.bench`, docs/scale.md).
+``--actors N`` runs ``train.py`` with one process and with ``N`` actors (or each of several
+counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the ratios, updates per
+frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
+applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
+``--stub-learner`` the main process makes no update (:mod:`ellm.actors.bench`, docs/scale.md).
 """
 
 from __future__ import annotations
@@ -251,8 +253,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="the local LLM server: one slot against this many (answers/s)")
     parser.add_argument("--requests", type=int, default=16,
                         help="with --slots: concurrent requests")
-    parser.add_argument("--actors", type=int, default=0,
-                        help="one process against this many actors (train.py runs)")
+    parser.add_argument("--actors", default="",
+                        help="one process against this many actors, or several counts "
+                        "separated by commas (train.py runs)")
+    parser.add_argument("--actor-overrides", nargs="*", default=[],
+                        help="with --actors: key=value overrides for the actor runs only, e.g. "
+                        "precision=bf16 compile=true")
     parser.add_argument("--stub-learner", action="store_true",
                         help="with --actors: no updates, the main process only stores")
     parser.add_argument("--rounds", type=int, default=1,
@@ -262,10 +268,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.actors:
         from ellm.actors.bench import actors_bench
 
-        if args.actors < 2 or args.rounds < 1:
-            parser.error("--actors needs an integer >= 2 and --rounds one >= 1")
-        actors_bench(args.actors, max(args.frames, 800), args.rounds, args.stub_learner,
-                     args.overrides)
+        try:
+            counts = [int(n) for n in args.actors.split(",")]
+        except ValueError:
+            counts = []
+        if not counts or min(counts) < 2 or args.rounds < 1:
+            parser.error("--actors needs integers >= 2 (e.g. 2 or 4,8,12) and --rounds one >= 1")
+        actors_bench(counts, max(args.frames, 800), args.rounds, args.stub_learner,
+                     args.overrides, args.actor_overrides)
         return
     if args.slots:
         if args.slots < 2 or args.requests < 1:

@@ -84,7 +84,10 @@ def make_agent(cfg: DictConfig, *, num_actions: int, device: torch.device, embed
         embedder=embedder, strings=strings, discount=cfg.discount,
         nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=seed,
         use_extr_rew=cfg.use_extr_rew, paper_setting=paper,
-        max_text_tokens=cfg.env_spec.max_seq_len)
+        max_text_tokens=cfg.env_spec.max_seq_len,
+        # the learner's choices: an agent that only acts (an actor's) never updates
+        precision=cfg.precision if strings is not None else "fp32",
+        compile=bool(cfg.compile) and strings is not None)
 
 
 def add_guide(agent: Any, cfg: DictConfig, **kwargs: Any) -> None:

@@ -26,6 +26,7 @@ from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import check_cache, parse_lm_spec
 from ellm.methods import resolve_method
+from ellm.precision import check_precision
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
@@ -75,6 +76,8 @@ class RunOptions:
     replay_buffer_num_workers: int | str = valid(
         "auto or an integer >= 0", lambda v: v == "auto" or (is_int(v) and v >= 0))
     seed: int = integer(0)
+    precision: str = one_of("fp32", "bf16")
+    compile: bool = boolean()
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
@@ -131,7 +134,7 @@ def validate(cfg: DictConfig) -> Game:
                     "agent starts fresh and expl_agent_path only guides its exploration")
     game.validate(cfg)
     resolve_method(cfg, game)
-    resolve_device(cfg.device)
+    check_precision(cfg.precision, resolve_device(cfg.device))
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
             checkpoint.resolve(cfg[key], key)  # CheckpointError naming the key

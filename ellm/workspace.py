@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -30,6 +29,7 @@ import ellm
 from ellm import checkpoint
 from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share
 from ellm.actors.loop import ActorLoop, Episode
+from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.config import resolve_device, resolve_threads, resolve_workers, run_config, validate
@@ -40,6 +40,7 @@ from ellm.goals import NoGoals
 from ellm.logger import Logger
 from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
+from ellm.replay.loader import DeviceBatches
 from ellm.rollout import Rollout, Step
 from ellm.timing import Progress, Timer
 
@@ -245,7 +246,7 @@ class Workspace(ActorLoop):
     def _update(self, ep: Episode) -> None:
         with ep.timer("sample"):
             if self._batches is None:
-                self._batches = iter(self.loader)
+                self._batches = DeviceBatches(iter(self.loader), self.device)
             batch = next(self._batches)
         with ep.timer("update"):
             for key, value in self.agent.update(batch, self.frame).items():
@@ -273,7 +274,7 @@ class Workspace(ActorLoop):
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in end.times.items()},
             **self._lm_logged,
-            **{f"train/{k}": float(np.mean(v)) for k, v in ep.updates.items()},
+            **{f"train/{k}": v for k, v in mean_metrics(ep.updates).items()},
         }, self.frame)
         kind = "game" if self.method.game_reward else "intrinsic"
         status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {summary['reward']:.2f}"

@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 from test_text_crafter import at, blank_env, step_named
 
 from ellm.config import agent_target, validate
+from ellm.errors import ConfigError
 from ellm.goals import goal_text
 from ellm.lm import TextState, parse_lm_spec
 from ellm.lm.oracle import SimpleOracle
@@ -153,6 +154,18 @@ def test_v1_novelty_suggests_all_139_harder_action_names():
     assert len(goals) == 139 and goals == ACTION_SPACES["harder"]
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", "env_spec.name=CrafterTextEnv-v2")
     assert validate(cfg).goals(cfg, None, True)[0].suggester.all_goals == GOOD_ACTIONS
+
+
+@pytest.mark.parametrize(("name", "choice", "expected"), [
+    ("CrafterTextEnv-v1", "effective", GOOD_ACTIONS),
+    ("CrafterTextEnv-v2", "all", ACTION_SPACES["harder"]),
+])
+def test_novelty_goals_key_overrides_the_setting(name, choice, expected):
+    cfg = config("env_spec.lm_spec.lm_class=BaselineModel", f"env_spec.name={name}",
+                 f"env_spec.novelty_goals={choice}")
+    assert validate(cfg).goals(cfg, None, True)[0].suggester.all_goals == tuple(expected)
+    with pytest.raises(ConfigError, match="env_spec.novelty_goals"):
+        validate(config("env_spec.novelty_goals=some"))
 
 
 def test_v1_goal_string_joins_goals_with_spaces():
@@ -312,6 +325,13 @@ def test_paper_agent_feeds_one_joint_text_input_and_v2_keeps_two(sentence_embedd
     switched = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
                           paper_setting=True, reinit_text_encoder=False)
     assert switched.setting.text_input == "joint" and switched.text.reinit_seed is None
+    apart = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
+                       paper_setting=True, joint_text=False, reinit_text_encoder=False)
+    assert apart.setting.text_input == "paper" and apart.text.reinit_seed is None
+    assert apart.online.language_proj is not None and apart.online.goal_proj is not None
+    joined = make_agent(sentence_embedder, use_goal=True, use_language_state="sbert",
+                        paper_setting=False, joint_text=True)
+    assert joined.setting.text_input == "joint"
 
 
 def test_a_finetuned_agent_embeds_with_the_pretrained_runs_random_transformer(sentence_embedder):

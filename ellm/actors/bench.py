@@ -84,7 +84,7 @@ def _run(out: Path, actors: int, frames: int, stub: bool, overrides: list[str]) 
     total = frames + 2 * SEED_FRAMES
     cmd = [sys.executable, str(ROOT / "train.py"), *RUN, f"num_actors={actors}",
            f"num_train_frames={total}", f"num_seed_frames={seed}", f"hydra.run.dir={out}",
-           *overrides]
+           *overrides]  # later overrides win (device=cuda, precision=bf16, ...)
     env = {**os.environ, "ELLM_CACHE_DIR": str(out.parent / "lm_cache")}
     proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True,
                           check=False)
@@ -103,30 +103,41 @@ def _mean(runs: list[Measured]) -> Measured:
     return Measured(frames / seconds, weighed("updates_per_frame"), weighed("learner"), frames)
 
 
-def actors_bench(num_actors: int, frames: int, rounds: int, stub: bool,
-                 overrides: list[str]) -> None:
-    runs: dict[int, list[Measured]] = {1: [], num_actors: []}
+def actors_bench(counts: list[int], frames: int, rounds: int, stub: bool,
+                 overrides: list[str], faster: list[str] = ()) -> dict[int, Measured]:
+    """One process (``overrides``) against each ``N`` of ``counts`` actors (``overrides`` then
+    ``faster``), ``rounds`` times in turn; prints the table and returns the means by N."""
+    runs: dict[int, list[Measured]] = {n: [] for n in [1, *counts]}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for n, measured in runs.items():
-                measured.append(_run(Path(tmp) / f"round{r}_actors{n}", n, frames, stub,
-                                     overrides))
-    one, many = _mean(runs[1]), _mean(runs[num_actors])
+                extra = [*overrides, *faster] if n > 1 else overrides
+                measured.append(_run(Path(tmp) / f"round{r}_actors{n}", n, frames, stub, extra))
+    means = {n: _mean(m) for n, m in runs.items()}
+    one = means[1]
     kind = "stub learner (no updates: the main process only stores)" if stub else "updates on"
-    print(f"{kind}; {usable_cpus()} usable cores; {one.frames} + {many.frames} frames measured "
-          f"over {rounds} round(s)")
-    print(f"1 process  : {one.fps:6.1f} frames/s, {one.updates_per_frame:.4f} updates/frame")
-    print(f"{num_actors} actors   : {many.fps:6.1f} frames/s = {many.fps / one.fps:.2f}x, "
-          f"{many.updates_per_frame:.4f} updates/frame")
+    print(f"{kind}; {usable_cpus()} usable cores; {rounds} round(s); one process: "
+          f"{' '.join(overrides) or 'defaults'}; actors also: {' '.join(faster) or '-'}")
+    print("| setting | frames/s | vs one process | updates/frame | 5M frames take | bound |")
+    print("| --- | --- | --- | --- | --- | --- |")
     per_frame = 1 / one.fps
     env_side = per_frame - one.learner  # the actors' part, and the storage the learner keeps
-    bounds = {"learner": 1 / one.learner if one.learner else float("inf"),
-              "actors": num_actors / env_side, "cores": usable_cpus() / per_frame}
-    name, bound = min(bounds.items(), key=lambda item: item[1])
+    for n, m in means.items():
+        name = "1 process" if n == 1 else f"{n} actors"
+        bound = "" if n == 1 else "{:.1f} ({})".format(*_bound(n, one, env_side))
+        print(f"| {name} | {m.fps:.1f} | {m.fps / one.fps:.2f}x | {m.updates_per_frame:.4f} | "
+              f"{5e6 / m.fps / 3600:.1f} h | {bound} |")
     print(f"one process's costs per frame: learner (sample + update) {1e3 * one.learner:.2f} ms, "
           f"the rest (env side, storage) {1e3 * env_side:.2f} ms")
-    print(f"bound for {num_actors} actors: {bound:.1f} frames/s = {bound * per_frame:.2f}x "
-          f"(set by the {name}; " + ", ".join(f"{k} {v:.1f}" for k, v in bounds.items()) + ")")
+    return means
+
+
+def _bound(n: int, one: Measured, env_side: float) -> tuple[float, str]:
+    """Frames/s ``n`` actors could reach by the one-process run's costs, and what sets it."""
+    bounds = {"learner": 1 / one.learner if one.learner else float("inf"),
+              "actors": n / env_side, "cores": usable_cpus() * one.fps}
+    name, bound = min(bounds.items(), key=lambda item: item[1])
+    return bound, name
 
 
 __all__ = ["Measured", "actors_bench"]

@@ -218,6 +218,39 @@ class _SlotIterator:
                      window_text_obs=window_text_obs, **fields)
 
 
+# The fields a learner reads on its device. The text ids stay on the host, where the string
+# table and the embedding cache's index are.
+DEVICE_FIELDS = ("obs", "action", "reward", "discount", "next_obs", "one_step_next_obs",
+                 "game_reward")
+
+
+class DeviceBatches:
+    """``batches`` for a learner on ``device``. On CUDA each batch's :data:`DEVICE_FIELDS` are
+    pinned and copied with ``non_blocking``, one batch ahead: the copy of the next batch is
+    queued before the update of this one, so they overlap (each batch is therefore sampled one
+    update earlier than on the CPU). On the CPU the batches pass through as they come."""
+
+    def __init__(self, batches: Iterator[Batch], device: torch.device):
+        self.batches, self.device = batches, torch.device(device)
+        self._ahead: Batch | None = None
+
+    def __iter__(self) -> DeviceBatches:
+        return self
+
+    def __next__(self) -> Batch:
+        if self.device.type != "cuda":
+            return next(self.batches)
+        if self._ahead is None:
+            self._ahead = self._copy(next(self.batches))
+        batch, self._ahead = self._ahead, self._copy(next(self.batches))
+        return batch
+
+    def _copy(self, batch: Batch) -> Batch:
+        return batch._replace(**{
+            name: getattr(batch, name).pin_memory().to(self.device, non_blocking=True)
+            for name in DEVICE_FIELDS if getattr(batch, name) is not None})
+
+
 def _to_torch(batch: Batch) -> Batch:
     return Batch(*(None if x is None else torch.from_numpy(x) for x in batch))
 

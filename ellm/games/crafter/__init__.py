@@ -45,6 +45,7 @@ class CrafterOptions:
     single_task: str | None = one_of(None, *SINGLE_TASKS)
     single_goal_hierarchical: bool | str = valid(
         "false, true or reward_last", lambda v: isinstance(v, bool) or v == "reward_last")
+    novelty_goals: str = one_of("auto", "all", "effective")
 
 
 class CrafterGame:
@@ -75,12 +76,14 @@ class CrafterGame:
         return cfg.env_spec.single_task is None
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
-        """The paper's Novelty baseline suggests every action name of the action space (139
-        with ``harder``, nonsense pairs and moves included); the fixed setting the 29 actions
-        that do something."""
-        if self.paper_setting(cfg):
-            return ACTION_SPACES[cfg.env_spec.action_space_type]
-        return GOOD_ACTIONS
+        """The Novelty baseline's goals (``env_spec.novelty_goals``): ``all`` the action names
+        of the action space (139 with ``harder``, nonsense pairs and moves included: the
+        paper's), ``effective`` the 29 actions that do something (the fixed setting's); ``auto``
+        picks by setting."""
+        choice = cfg.env_spec.get("novelty_goals", "auto")
+        if choice == "auto":
+            choice = "all" if self.paper_setting(cfg) else "effective"
+        return ACTION_SPACES[cfg.env_spec.action_space_type] if choice == "all" else GOOD_ACTIONS
 
     def goal_vocabulary(self, cfg: DictConfig) -> list[str]:
         """The goals a constrained LM answer may name: the action names of the configured

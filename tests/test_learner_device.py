@@ -1,0 +1,190 @@
+"""The learner's device paths: precision (bf16 autocast), torch.compile, batches moved to the
+device (pinned, non_blocking, one ahead) and update metrics read once per logged row.
+
+The CUDA tests run where a CUDA GPU is; elsewhere they skip, saying so. The CPU tests check the
+same code on the CPU (bf16 where the CPU has AMX or AVX512-BF16)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from test_agent import OBS_SHAPE, make_agent, make_batch
+
+import ellm.precision as precision_module
+from ellm.agent import mean_metrics, read_metrics
+from ellm.config import validate
+from ellm.embed import SentenceEmbedder
+from ellm.errors import ConfigError
+from ellm.precision import bf16_support, check_precision
+from ellm.replay.loader import DEVICE_FIELDS, DeviceBatches
+from ellm.replay.sampling import Batch
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA = torch.device("cuda")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+needs_cpu_bf16 = pytest.mark.skipif(
+    bf16_support(torch.device("cpu")) is None,
+    reason="this CPU has neither AMX nor AVX512-BF16 (precision=bf16 is refused on it)")
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceEmbedder:
+    return SentenceEmbedder()
+
+
+def replay_batch(seed: int, size: int = 8) -> Batch:
+    """A replay Batch as the loader yields it (torch tensors on the host)."""
+    b = make_batch(size, seed=seed)
+    return Batch(obs=b.obs, action=b.action, reward=b.reward, discount=b.discount,
+                 next_obs=b.next_obs, text_obs=b.text_obs, next_text_obs=b.next_text_obs,
+                 goal=b.goal, next_goal=b.next_goal, n_steps=torch.full((size,), 3),
+                 game_reward=torch.zeros(size), window_text_obs=b.text_obs[:, None].repeat(1, 4))
+
+
+# ----------------------------------------------------------------------------- precision
+def test_precision_check_names_the_key_and_the_missing_cpu_flags(monkeypatch) -> None:
+    cpu = torch.device("cpu")
+    check_precision("fp32", cpu)
+    with pytest.raises(ConfigError, match=r"precision='fp16' is invalid: expected fp32 or bf16"):
+        check_precision("fp16", cpu)
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    with pytest.raises(ConfigError, match=r"precision=bf16 on device=cpu: this CPU has none of "
+                                          r"the flags amx_bf16, avx512_bf16"):
+        check_precision("bf16", cpu)
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    check_precision("bf16", cpu)
+    assert bf16_support(cpu) == "CPU with avx512_bf16"
+
+
+def test_cpu_flags_read_from_cpuinfo(tmp_path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile\n")
+    assert {"amx_bf16", "avx512f"} <= precision_module.cpu_flags.__wrapped__(str(info))
+    assert precision_module.cpu_flags.__wrapped__(str(tmp_path / "missing")) == frozenset()
+
+
+def test_bf16_without_hardware_support_stops_the_config_before_training(monkeypatch) -> None:
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset())
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        cfg = compose("config", overrides=["device=cpu", "precision=bf16"])
+        with pytest.raises(ConfigError, match="precision=bf16 on device=cpu"):
+            validate(cfg)
+        with pytest.raises(ConfigError, match="precision"):
+            validate(compose("config", overrides=["precision=half"]))
+        with pytest.raises(ConfigError, match="compile"):
+            validate(compose("config", overrides=["compile=maybe"]))
+
+
+def _loss_after(agent, batch, updates: int = 1) -> list[float]:
+    return [read_metrics(agent.update(batch, step=4 * (i + 1)))["loss"] for i in range(updates)]
+
+
+@needs_cpu_bf16
+def test_bf16_update_on_cpu_learns_like_fp32_and_keeps_fp32_weights(embedder) -> None:
+    batch = make_batch(16, seed=3)
+    fp32 = make_agent(embedder, use_image=True, use_goal=True)
+    bf16 = make_agent(embedder, use_image=True, use_goal=True, precision="bf16")
+    first32, first16 = _loss_after(fp32, batch)[0], _loss_after(bf16, batch)[0]
+    assert first16 == pytest.approx(first32, rel=0.05)  # same weights, same batch
+    assert all(p.dtype == torch.float32 for p in bf16.online.parameters())
+    assert all(s["exp_avg"].dtype == torch.float32 for s in bf16.optimizer.state.values())
+    losses = _loss_after(bf16, batch, updates=40)
+    assert losses[-1] < 0.5 * losses[0]  # it fits the batch
+
+
+def test_acting_stays_fp32_with_bf16(embedder, monkeypatch) -> None:
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    agent = make_agent(embedder, use_goal=True, precision="bf16")
+    obs = {"frames": np.zeros(OBS_SHAPE, np.uint8), "text_obs": "", "goal": "chop tree"}
+    assert agent.q_values(obs).dtype == torch.float32
+
+
+def test_compiled_update_matches_eager(embedder) -> None:
+    batch = make_batch(8, seed=5)
+    eager = make_agent(embedder, use_goal=True)
+    compiled = make_agent(embedder, use_goal=True, compile=True)
+    assert compiled._loss is not compiled._td_loss
+    assert _loss_after(compiled, batch, 3) == pytest.approx(_loss_after(eager, batch, 3),
+                                                             rel=1e-4)
+    # the module and its checkpoint are the same as without compile
+    assert compiled.state_dict()["online"].keys() == eager.state_dict()["online"].keys()
+
+
+# ----------------------------------------------------------------------------- metrics
+def test_mean_metrics_reads_tensors_as_the_floats_they_hold() -> None:
+    values = [torch.tensor(v, dtype=torch.float32) for v in (0.1, 0.2, 0.7, 1e-3)]
+    floats = [v.item() for v in values]
+    assert mean_metrics({"loss": values, "n": [1, 2]}) == {
+        "loss": float(np.mean(floats)), "n": 1.5}
+
+
+def test_update_metrics_are_read_only_when_logged(embedder) -> None:
+    agent = make_agent(embedder, use_goal=True)
+    metrics = agent.update(make_batch(8), step=4)
+    assert all(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in metrics.values())
+    assert set(read_metrics(metrics)) == set(metrics)
+
+
+# ----------------------------------------------------------------------------- batches
+def test_device_batches_pass_through_on_the_cpu() -> None:
+    batches = [replay_batch(0), replay_batch(1)]
+    out = list(DeviceBatches(iter(batches), torch.device("cpu")))
+    assert len(out) == 2 and all(a is b for a, b in zip(out, batches))
+
+
+@needs_cuda
+def test_device_batches_are_pinned_copies_one_ahead_on_cuda() -> None:
+    source = [replay_batch(i) for i in range(4)]
+    pulled: list[int] = []
+
+    def batches():
+        for i, b in enumerate(source):
+            pulled.append(i)
+            yield b
+
+    moved = DeviceBatches(batches(), CUDA)
+    first = next(moved)
+    assert pulled == [0, 1]  # the next batch is on its way while this one is used
+    for k, batch in enumerate([first, next(moved), next(moved)]):
+        for name in DEVICE_FIELDS:
+            value = getattr(batch, name)
+            if value is not None:
+                assert value.device.type == "cuda", name
+                assert torch.equal(value.cpu(), getattr(source[k], name)), name
+        assert batch.text_obs.device.type == "cpu"  # ids are looked up on the host
+
+
+@needs_cuda
+@pytest.mark.parametrize("paper_setting", [False, True])  # texts apart; a joint pair
+def test_cuda_update_makes_no_host_sync(embedder, paper_setting) -> None:
+    agent = make_agent(embedder, device="cuda", use_goal=True, use_language_state="sbert",
+                       paper_setting=paper_setting)
+    moved = DeviceBatches(iter([replay_batch(0)] * 4), CUDA)
+    agent.update(next(moved), step=4)  # embeds the batch's texts (a sync, once per new text)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        metrics = [agent.update(next(moved), step=8 + 4 * i) for i in range(2)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(v.device.type == "cuda" for m in metrics for v in m.values())
+    rows = mean_metrics({k: [m[k] for m in metrics] for k in metrics[0]})
+    assert np.isfinite(list(rows.values())).all()
+
+
+@needs_cuda
+def test_bf16_update_on_cuda(embedder) -> None:
+    if bf16_support(CUDA) is None:
+        pytest.skip("this GPU does not support bf16")
+    batch = make_batch(16, seed=3)
+    fp32 = make_agent(embedder, device="cuda", use_goal=True)
+    bf16 = make_agent(embedder, device="cuda", use_goal=True, precision="bf16")
+    assert _loss_after(bf16, batch)[0] == pytest.approx(_loss_after(fp32, batch)[0], rel=0.05)
+    assert all(p.dtype == torch.float32 for p in bf16.online.parameters())
