@@ -1,9 +1,11 @@
 """Frames/s of one process against ``N`` actors, measured in one sitting.
 
-    python -m ellm.bench --actors N [--stub-learner] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
+        [--actor-overrides key=value ...] [key=value ...]
 
-Runs ``train.py`` with the same config (the README's oracle pretraining command, on the CPU,
-no evaluation) with ``num_actors=1`` and with ``num_actors=N``, ``--rounds`` times in turn, and
+Runs ``train.py`` with the same config (the README's oracle pretraining command, on the CPU
+unless an override names a device, no evaluation) with ``num_actors=1`` and with each
+``num_actors=N`` (``--actor-overrides`` added to those), ``--rounds`` times in turn, and
 reads each run's ``train.csv``/``time.csv`` over ``--frames`` frames of updates (the first
 episode past the seed frames, when the actors start up, is left out). It prints frames/s of
 both, their ratio, updates per frame of both (the learner keeps the configured ratio, so they
