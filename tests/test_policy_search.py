@@ -13,6 +13,7 @@ from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import build_client
 from llm_in_the_loop.policy_search import (
+    EXAMPLE,
     LLMProposer,
     ParameterBuffer,
     ParameterSpace,
@@ -120,6 +121,7 @@ def test_llm_proposals_improve_are_clipped_and_counted(server, tmp_path):
     assert text.index("return -20.00") < text.index("return 60.00") < text.index("return 90.00")
     assert "proposal 3 of 10" in text and "w0=<number>, w1=<number>" in text
     assert server.requests[-1].body["messages"][0]["role"] == "system"
+    assert "another task" not in text  # the worked example is for base models only
     m = p.client.metrics()
     assert (m["api_calls"], m["parse_errors"], m["completion_tokens"]) == (3, 0, 30)
 
@@ -148,8 +150,12 @@ def test_completions_prompt_and_the_cache(server, tmp_path):
     server.default = Reply("w0=1, w1=2")
     buffer = ParameterBuffer(SPACE)
     assert p.propose(buffer, 1).params == (1.0, 2.0)
-    assert server.requests[0].body["prompt"].endswith("Setting:")
-    assert "(none yet)" in server.requests[0].body["prompt"]
+    prompt = server.requests[0].body["prompt"]
+    # A base model reads a worked example of another task first, then this task's text.
+    assert prompt.startswith(EXAMPLE) and prompt.endswith("Setting:")
+    assert prompt.index("Setting: a=3.00, b=-1.50") < prompt.index("Drive the car.")
+    assert prompt[len(EXAMPLE):] == p.prompt_text(buffer, 1) + "\nSetting:"
+    assert "(none yet)" in prompt
     p.propose(buffer, 1)  # the same prompt: answered from the cache
     assert p.client.metrics()["cache_hits"] == 1 and len(server.requests) == 1
 
