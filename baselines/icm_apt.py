@@ -104,7 +104,7 @@ class APT:
         self.stats.update(raw)
         return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)))
 
-    def learn(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions) -> dict[str, Any]:
         losses = self.icm.losses(batch)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.forward + losses.inverse).backward()
@@ -166,6 +166,6 @@ class ICMAPTAgent(IntrinsicAgent):
         return APT(input_shape, self.num_actions, o.hidden_dim, o.rep_dim, o.intrinsic_lr,
                    o.knn_k, self.device)
 
-    def update(self, batch: Any, step: int) -> dict[str, float]:
+    def update(self, batch: Any, step: int) -> dict[str, Any]:
         check_batch(self.options.knn_k, len(batch.action))  # agents built in Python
         return super().update(batch, step)

@@ -102,7 +102,7 @@ class Scorer(Protocol):
         """Raw and normalised reward of each transition (no gradients); the raw values enter
         the running statistic first, so the normaliser includes the batch it scores."""
 
-    def learn(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions) -> dict[str, Any]:
         """One gradient step on the batch; its losses."""
 
     def statistics(self) -> dict[str, float]: ...
@@ -149,7 +149,7 @@ class WindowReward(IntrinsicReward):
         self.scorers, self.weights = dict(scorers), dict(weights)
         self.nstep, self.gamma, self.device = nstep, gamma, device
 
-    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         inputs = self.read(batch)
         n_steps = batch.n_steps.to(self.device, torch.long)
         steps = torch.arange(self.nstep, device=self.device)
@@ -170,7 +170,7 @@ class WindowReward(IntrinsicReward):
         metrics["intrinsic_return"] = returns.mean().detach()
         return returns, metrics
 
-    def update(self, batch: Any) -> dict[str, float]:
+    def update(self, batch: Any) -> dict[str, Any]:
         """One step of each scorer on the batch's first transitions (s_{i-1}, a_i, s_i)."""
         action = batch.action.to(self.device, torch.long)
         metrics = {}

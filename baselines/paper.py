@@ -54,7 +54,7 @@ class FeatureReward(IntrinsicReward):
         super().__init__(name, read)
         self.device = device
 
-    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+    def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         raw, reward, terms = self.reward(self.read(batch))
         return reward, {f"{self.name}_raw": raw.mean().detach(),
                         f"{self.name}_raw_std": self.stats.std,
@@ -62,15 +62,15 @@ class FeatureReward(IntrinsicReward):
                         "intrinsic_reward": reward.mean().detach(),
                         "intrinsic_return": reward.mean().detach()}
 
-    def update(self, batch: Any) -> dict[str, float]:
+    def update(self, batch: Any) -> dict[str, Any]:
         losses = self.learn(self.read_again(batch), batch.action.to(self.device, torch.long))
         return {f"{self.name}_{k}": v for k, v in losses.items()}
 
-    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """(raw [N], reward [N], each input's mean raw term) of each transition."""
         raise NotImplementedError
 
-    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, Any]:
         """One gradient step on the batch's transitions; the losses."""
         raise NotImplementedError
 
@@ -113,7 +113,7 @@ class PaperRND(FeatureReward):
         self.noveld, self.alpha = noveld, float(alpha)
         self.stats = original_normaliser()
 
-    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Raw = the weighted prediction errors, reward = raw / running std."""
         with torch.no_grad():
             raw, terms = 0.0, {}
@@ -126,7 +126,7 @@ class PaperRND(FeatureReward):
             self.stats.update(raw)
             return raw, raw / (self.stats.std + 1e-8), terms
 
-    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, Any]:
         """One predictor step on the batch's states s; each module's loss."""
         losses = {name: self.modules[name].error(obs).mean()
                   for name, (obs, _) in features.items()}
@@ -216,7 +216,7 @@ class PaperAPT(FeatureReward):
     def stats(self) -> RunningMeanStd:  # type: ignore[override]
         return self.entropy.stats
 
-    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Raw = reward = the weighted entropy rewards of s'."""
         with torch.no_grad():
             total, terms = 0.0, {}
@@ -227,7 +227,7 @@ class PaperAPT(FeatureReward):
                 terms[name] = term.mean().detach()
             return total, total, terms
 
-    def learn(self, features: Features, action: torch.Tensor) -> dict[str, float]:
+    def learn(self, features: Features, action: torch.Tensor) -> dict[str, Any]:
         """One ICM step on the batch's transitions s -> s'; each input's losses."""
         out, total = {}, 0.0
         for name, (obs, next_obs) in features.items():

@@ -66,7 +66,7 @@ class RND:
         self.stats.update(raw)
         return RewardOutput(raw, raw / max(self.stats.std, EPS))
 
-    def learn(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions) -> dict[str, Any]:
         """One predictor step towards the target on the batch's next states."""
         loss = self.error(batch.next_obs).mean()
         self.optimizer.zero_grad(set_to_none=True)

@@ -85,12 +85,13 @@ class GameReward:
 class BatchReward(Reward, Protocol):
     """A reward computed at update (``per_step`` False)."""
 
-    def compute(self, batch: Any) -> tuple[Any, dict[str, float]]:
+    def compute(self, batch: Any) -> tuple[Any, dict[str, Any]]:
         """The n-step return of each sampled transition (a [B] tensor on the agent's device,
         no gradients) and metrics kept on the device (tensors) or plain floats."""
 
-    def update(self, batch: Any) -> dict[str, float]:
-        """Learn from the batch (e.g. one gradient step of a predictor); its losses."""
+    def update(self, batch: Any) -> dict[str, Any]:
+        """Learn from the batch (e.g. one gradient step of a predictor); its losses, as
+        ``compute``'s metrics (0-d tensors kept on the device, or floats)."""
 
     def state_dict(self) -> dict[str, Any]: ...
 

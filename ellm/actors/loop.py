@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ellm.actors.learner import OpenEpisodes
 from ellm.actors.messages import Chunk, EpisodeEnd
@@ -26,7 +27,8 @@ class Episode:
     with actors, of the time since the last training row."""
 
     timer: Timer = field(default_factory=Timer)
-    updates: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    updates: dict[str, list[Any]] = field(  # update metrics (ellm.agent.mean_metrics)
+        default_factory=lambda: defaultdict(list))
 
 
 def updates_due(frame: int, seed_frames: int, every: int, since: int = 0) -> int:
