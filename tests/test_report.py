@@ -179,6 +179,9 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
     assert "4 runs (4 with data)" in proc.stdout  # the run dir given twice counts once
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert sorted(r["method"] for r in report["runs"]) == ["ELLM-oracle"] * 2 + ["Novelty"] * 2
+    # Runs are named as report.md names them (parent/run), never by this machine's paths.
+    assert all(not r["path"].startswith("/") and r["path"].count("/") == 1 for r in report["runs"])
+    assert str(tmp_path) not in (tmp_path / "out" / "report.json").read_text()
     assert set(report["figures"]) == {"achievements_eval", "achievements_train",
                                       "success_rates_eval", "success_rates_train",
                                       "collapse_top_action_share"}

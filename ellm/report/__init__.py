@@ -165,7 +165,7 @@ def _rate_figures(report: Report) -> None:
 def _write_json(report: Report) -> None:
     (report.out / "report.json").write_text(json.dumps({
         "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
-                  "path": str(r.path)} for r in report.runs],
+                  "path": r.name} for r in report.runs],  # as report.md names it: no machine paths
         "last_evals": report.last_evals,
         "warnings": report.warnings,
         "scores": [s.as_dict() for s in report.scores],
