@@ -1,4 +1,5 @@
-"""The learner's number format (``precision``) and where bf16 autocast is supported.
+"""The learner's number format (``precision``), where bf16 autocast is supported, and how host
+tensors reach the learner's device (:func:`to_device`).
 
 ``precision=bf16`` runs the DQN update's forward and backward passes under
 :func:`torch.autocast` with bfloat16; the TD target, the loss, the optimiser and the weights stay
@@ -60,5 +61,13 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: on CUDA through pinned memory with a non-blocking copy, so
+    the host never waits for the device; elsewhere a plain ``.to``."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 __all__ = ["CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support", "check_precision",
-           "cpu_flags"]
+           "cpu_flags", "to_device"]

@@ -23,6 +23,7 @@ import torch
 
 from ellm.embed import SentenceEmbedder
 from ellm.paper_text import PaperTextEncoder
+from ellm.precision import to_device
 
 TEXT_INPUTS = ("separate", "paper", "joint")
 
@@ -134,7 +135,7 @@ class TextInput:
             texts = [self.strings[int(i)] for i in new_ids]
             self._cache[new_ids.to(self.device)] = self._embed_strings(texts)
             self._known[new_ids] = True
-        return self._cache[self._index(flat)].reshape(*ids.shape, self.dim)
+        return self._cache[to_device(flat, self.device)].reshape(*ids.shape, self.dim)
 
     def embed_id_pairs(self, state_ids: torch.Tensor, goal_ids: torch.Tensor) -> torch.Tensor:
         """Joint embeddings ``[N, dim]`` of (language state, goal) string-id pairs, each pair
@@ -154,14 +155,8 @@ class TextInput:
             texts = [(self.strings[s], self.strings[g]) for s, g in new]
             self._pair_cache[start:start + len(new)] = self._embed_pairs(texts)
             self._pair_rows.update((p, start + i) for i, p in enumerate(new))
-        return self._pair_cache[self._index(torch.tensor([self._pair_rows[p] for p in pairs]))]
-
-    def _index(self, rows: torch.Tensor) -> torch.Tensor:
-        """Host row indices on the device: on CUDA through pinned memory and a non-blocking
-        copy, so that looking up known texts never waits for the device."""
-        if self.device.type != "cuda":
-            return rows.to(self.device)
-        return rows.pin_memory().to(self.device, non_blocking=True)
+        rows = torch.tensor([self._pair_rows[p] for p in pairs])
+        return self._pair_cache[to_device(rows, self.device)]  # no wait for known texts
 
     # ------------------------------------------------------------------ checkpoints
     @property

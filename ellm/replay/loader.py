@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ellm.precision import to_device
 from ellm.replay.sampling import Batch, EpisodeShard
 from ellm.replay.storage import list_episode_files, load_episode
 
@@ -246,9 +247,8 @@ class DeviceBatches:
         return batch
 
     def _copy(self, batch: Batch) -> Batch:
-        return batch._replace(**{
-            name: getattr(batch, name).pin_memory().to(self.device, non_blocking=True)
-            for name in DEVICE_FIELDS if getattr(batch, name) is not None})
+        return batch._replace(**{name: to_device(getattr(batch, name), self.device)
+                                 for name in DEVICE_FIELDS if getattr(batch, name) is not None})
 
 
 def _to_torch(batch: Batch) -> Batch:
