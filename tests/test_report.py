@@ -197,6 +197,33 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
 
 
 @pytest.mark.e2e
+def test_copied_records_rebuild_the_same_report(sweep, tmp_path):
+    """--copy-runs keeps what the report reads, small and free of this machine's paths, and a
+    report rebuilt from the copies alone, the runs gone, is the same report."""
+    from ellm.report.__main__ import main
+
+    runs = tmp_path / "runs_elsewhere"
+    shutil.copytree(sweep, runs)
+    (runs / run_dirs(runs)[0].name / "train.log").write_text(f"run dir: {runs}\n")
+    assert main([str(runs), "--out", str(tmp_path / "out"), "--copy-runs"]) == 0
+    copies = tmp_path / "out" / "runs"
+    assert sorted(p.name for p in copies.iterdir()) == [
+        "ELLM-oracle_seed1", "ELLM-oracle_seed2", "Novelty_seed1", "Novelty_seed2"]
+    kept = {str(p.relative_to(copies / "Novelty_seed2"))
+            for p in (copies / "Novelty_seed2").rglob("*") if p.is_file()}
+    assert {"config.json", "train.csv", "eval.csv", "train/stats.jsonl",
+            "eval/stats.jsonl"} <= kept
+    assert not {"snapshot.pt", "train.log"} & kept and not any("buffer" in k for k in kept)
+    first = (tmp_path / "out" / "report.json").read_text()
+    assert str(tmp_path) not in first
+    shutil.rmtree(runs)
+    # Rebuilt from the copies (which are left in place), into the same folder.
+    assert main([str(copies), "--out", str(tmp_path / "out"), "--copy-runs"]) == 0
+    assert (tmp_path / "out" / "report.json").read_text() == first
+    assert len(list(copies.iterdir())) == 4
+
+
+@pytest.mark.e2e
 def test_cli_rejects_paths_that_are_not_run_dirs(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "file.txt").write_text("x")

@@ -29,12 +29,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--last-evals", type=int, default=1, metavar="K",
                    help="pool the episodes of each run's K latest evaluations in the score "
                         "table and success rates (default: 1, the last evaluation)")
+    p.add_argument("--copy-runs", action="store_true",
+                   help="first copy each run's records (config.json, the CSVs, stats.jsonl; no "
+                        "snapshot, replay or log) into OUT/runs/<method>_seed<k> and report "
+                        "from the copies, so that `python -m ellm.report OUT/runs --out OUT` "
+                        "rebuilds the same report once the run directories are gone")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from ellm.report import NotARunDir, build_report
+    from ellm.report.runs import copy_records, load_runs
 
     if args.bin_frames is not None and args.bin_frames < 1:
         print("error: --bin-frames must be a positive number of frames", file=sys.stderr)
@@ -43,8 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --last-evals must be a positive number of evaluations", file=sys.stderr)
         return 2
     out = args.out or str(Path(args.paths[0]) / "report" if len(args.paths) == 1 else "report")
+    paths = args.paths
     try:
-        report = build_report(args.paths, out, args.group_by, args.bin_frames,
+        if args.copy_runs:
+            paths = copy_records(load_runs(paths, args.group_by), Path(out) / "runs")
+        report = build_report(paths, out, args.group_by, args.bin_frames,
                               args.last_evals)
     except NotARunDir as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,3 +348,39 @@ def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = ()) -> list
             seen.setdefault(run_dir.resolve(), None)
     group_by = tuple(group_by)
     return [load_run(p, group_by) for p in seen]
+
+
+# What a copied run keeps: the files the report reads, small enough to commit. Snapshots,
+# replay episodes and train.log (which names the machine's paths) stay behind.
+RECORD_FILES: tuple[str, ...] = ("config.json", "*.csv", "train/stats.jsonl", "eval/stats.jsonl")
+
+
+def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
+    """Copy each run's records (:data:`RECORD_FILES`) into ``dest/<method>_seed<k>`` (a suffix
+    keeps two runs of one method and seed apart), so that a report can be rebuilt from the copies
+    once the run directories are gone: ``python -m ellm.report DEST``. A run already under
+    ``dest`` is left as it is. Returns the copies' directories."""
+    dest = Path(dest)
+    copies: list[Path] = []
+    taken: set[str] = set()
+    for run in runs:
+        if dest.resolve() in run.path.resolve().parents:
+            copies.append(run.path)
+            taken.add(run.path.name)
+            continue
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", run.method).strip("-") or "run"
+        stem = f"{stem}_seed{run.seed}" if run.seed is not None else stem
+        name, n = stem, 2
+        while name in taken:
+            name, n = f"{stem}_{n}", n + 1
+        taken.add(name)
+        target = dest / name
+        if target.exists():
+            shutil.rmtree(target)
+        for pattern in RECORD_FILES:
+            for source in sorted(run.path.glob(pattern)):
+                copy = target / source.relative_to(run.path)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, copy)
+        copies.append(target)
+    return copies
