@@ -221,6 +221,12 @@ def test_copied_records_rebuild_the_same_report(sweep, tmp_path):
     assert main([str(copies), "--out", str(tmp_path / "out"), "--copy-runs"]) == 0
     assert (tmp_path / "out" / "report.json").read_text() == first
     assert len(list(copies.iterdir())) == 4
+    # A new run of a method and seed already copied, given first, never replaces the copy.
+    (copies / "Novelty_seed2" / "mark.csv").write_text("frame\n1\n")  # this copy, not a new one
+    assert main([str(sweep / run_dirs(sweep)[-1].name), str(copies), "--out",
+                 str(tmp_path / "out"), "--copy-runs"]) == 0
+    assert (copies / "Novelty_seed2" / "mark.csv").is_file()
+    assert sorted(p.name for p in copies.iterdir())[-1] == "Novelty_seed2_2"
 
 
 @pytest.mark.e2e

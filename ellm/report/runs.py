@@ -361,12 +361,14 @@ def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
     once the run directories are gone: ``python -m ellm.report DEST``. A run already under
     ``dest`` is left as it is. Returns the copies' directories."""
     dest = Path(dest)
+    runs = list(runs)
+    kept = {id(r) for r in runs if dest.resolve() in r.path.resolve().parents}
+    # Copies already under dest keep their names whatever the order the runs came in.
+    taken = {r.path.name for r in runs if id(r) in kept}
     copies: list[Path] = []
-    taken: set[str] = set()
     for run in runs:
-        if dest.resolve() in run.path.resolve().parents:
+        if id(run) in kept:
             copies.append(run.path)
-            taken.add(run.path.name)
             continue
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", run.method).strip("-") or "run"
         stem = f"{stem}_seed{run.seed}" if run.seed is not None else stem
