@@ -8,7 +8,7 @@ where ``batch.reward`` is the replay's n-step sum of the (clipped) rewards the l
 these agents ``agent.extr_rew_weight`` times the game reward with ``use_extr_rew=True``, else 0.
 R is bootstrapped with the batch's ``discount`` = gamma^k times the termination flag, so every
 term counts the same k steps. The plug-in (a :class:`~ellm.reward.BatchReward`) is chosen once by
-the learner setting (:class:`ellm.agent.LearnerSetting`):
+the learner setting (:class:`ellm.agent_options.LearnerSetting`):
 
 - paper setting: the original's computation on the DQN encoder's own features, ONE reward per
   sampled transition (:mod:`baselines.paper`, docs/fidelity.md);
@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 import torch
 
 from baselines.intrinsic import IntrinsicReward, Scorer, WindowReward, window_stacks
-from ellm.agent import AgentOptions, DQNAgent, check_same
+from ellm.agent import DQNAgent, check_same
+from ellm.agent_options import AgentOptions
 from ellm.errors import ConfigError
 from ellm.schema import boolean_or_auto, integer, non_negative, number, positive
 

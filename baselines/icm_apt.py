@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from baselines.agent import IntrinsicAgent, IntrinsicOptions
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder, mlp
 from baselines.paper import PaperAPT
-from ellm.agent import AgentOptions
+from ellm.agent_options import AgentOptions
 from ellm.errors import ConfigError
 from ellm.schema import boolean_or_auto, integer, non_negative
 

@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from baselines.agent import IntrinsicAgent, IntrinsicOptions
 from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder
 from baselines.paper import PaperRND
-from ellm.agent import AgentOptions
+from ellm.agent_options import AgentOptions
 from ellm.schema import boolean, non_negative
 
 

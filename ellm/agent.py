@@ -12,10 +12,8 @@ n-step return of each :class:`~ellm.reward.BatchReward` plug-in in ``rewards`` (
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,79 +21,13 @@ import torch
 from torch.nn import functional as F
 
 from ellm import schema
+from ellm.agent_options import IGNORED_OPTIONS, AgentOptions, LearnerSetting
 from ellm.embed import SentenceEmbedder
 from ellm.errors import ConfigError
 from ellm.networks import ENCODER_MODULES, QNetwork
 from ellm.precision import autocast, check_precision
 from ellm.reward import BatchReward
 from ellm.text_input import StringTable, TextInput, text_seed
-
-
-# ---------------------------------------------------------------------------- options
-@dataclass(frozen=True)
-class AgentOptions:
-    """The ``agent`` keys of ellm's DQN (documented in ``config.yaml``); every agent class
-    takes them. The defaults are for agents built in Python."""
-
-    lr: float = schema.positive(6.25e-5)
-    use_image: bool = schema.boolean(True)
-    use_goal: bool = schema.boolean(False)
-    use_language_state: str | None = schema.one_of(None, "sbert", default=None)
-    goal_encoder_type: str = schema.one_of("sbert", default="sbert")
-    finetune_settings: str = schema.one_of("train_all", "linear", "critic", default="train_all")
-    other_model_prob: float = schema.probability(0.5)
-    update_every_steps: int = schema.integer(1, 4)
-    critic_target_update_every_steps: int = schema.integer(1, 8000)
-    critic_target_tau: float = schema.valid(
-        "a number in (0, 1]", lambda v: schema.is_num(v) and 0 < v <= 1, 1.0)
-    train_eps_decay_steps: int = schema.integer(0, 1_000_000)
-    train_eps_min: float = schema.probability(0.01)
-    train_eps_max: float = schema.probability(1.0)
-    eval_eps: float = schema.probability(0.001)
-    hidden_dim: int = schema.integer(1, 512)
-    reward_scale: float = schema.number(1.0)
-    debug: bool = schema.boolean(False)
-    joint_text: bool | str = schema.boolean_or_auto("auto")
-    reinit_text_encoder: bool | str = schema.boolean_or_auto("auto")
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # 1 -> 1.0: the numbers as the agent computes with them
-            if f.type == "float":
-                object.__setattr__(self, f.name, float(getattr(self, f.name)))
-        if self.train_eps_min > self.train_eps_max:
-            raise ConfigError(f"agent.train_eps_min={self.train_eps_min} is invalid: expected at "
-                              f"most agent.train_eps_max={self.train_eps_max}")
-        if not (self.use_image or self.use_language_state or self.use_goal):
-            raise ConfigError("agent.use_image, agent.use_language_state and agent.use_goal are "
-                              "all off: the agent needs at least one input")
-
-    def check_run(self, *, frame_stack: int, nstep: int, batch_size: int | None) -> None:
-        """Checks against the run's keys (none for the DQN; subclasses add theirs)."""
-
-
-# Agent keys the config accepts and the agent ignores (config.py's IGNORED_KEYS says why).
-IGNORED_OPTIONS = ("use_tb", "use_wandb", "vocab")
-
-
-@dataclass(frozen=True)
-class LearnerSetting:
-    """The learner's choices that the paper setting (the original's code, docs/fidelity.md)
-    makes differently from the fixed one, made once from ``paper_setting``."""
-
-    shared_encoder: bool  # the target network shares the online encoder; only its heads lag
-    text_input: str | None  # ellm.text_input.TEXT_INPUTS, None without text inputs
-    reinit_text_encoder: bool  # the paper encoder's Linear layers re-initialised
-    feature_rewards: bool  # intrinsic rewards on the DQN encoder's features (baselines/paper.py)
-
-    @classmethod
-    def choose(cls, paper_setting: bool, o: AgentOptions) -> LearnerSetting:
-        text = None
-        if o.use_language_state or o.use_goal:
-            both = o.use_language_state == "sbert" and o.use_goal
-            joint = both and (paper_setting if o.joint_text == "auto" else bool(o.joint_text))
-            text = "joint" if joint else "paper" if paper_setting else "separate"
-        reinit = paper_setting if o.reinit_text_encoder == "auto" else o.reinit_text_encoder
-        return cls(paper_setting, text, bool(reinit), feature_rewards=paper_setting)
 
 
 # ---------------------------------------------------------------------------- maths
@@ -373,6 +305,16 @@ class DQNAgent:
             "last_target_sync": self._last_target_sync,
             "text_encoder_seed": self.text.reinit_seed,
         }
+
+    def policy_state(self) -> dict[str, Any]:
+        """What acting needs (the online network and the text encoder's seed): the weights the
+        learner hands its actors, a quarter of :meth:`state_dict` (no target, no optimiser)."""
+        return {"online": self.online.state_dict(), "text_encoder_seed": self.text.reinit_seed}
+
+    def load_policy(self, state: Mapping[str, Any]) -> None:
+        """Actor: act with the learner's :meth:`policy_state` (same config, so no check)."""
+        self.text.use_reinit_seed(state["text_encoder_seed"])
+        self.online.load_state_dict(state["online"])
 
     def _check_config(self, state: Mapping[str, Any], resume: bool) -> None:
         if not isinstance(state, Mapping) or "config" not in state or "online" not in state:

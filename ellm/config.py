@@ -2,7 +2,7 @@
 
 Each block has a typed schema: the run's and the env's here (:class:`RunOptions`,
 :class:`EnvOptions`), the agent's beside its class (its ``Options``, e.g.
-:class:`ellm.agent.AgentOptions`), the LM spec's :class:`ellm.lm.LMSpec`, and each game has its
+:class:`ellm.agent_options.AgentOptions`), the LM spec's :class:`ellm.lm.LMSpec`, and each game has its
 own (:meth:`ellm.games.Game.validate`);
 ``config.yaml`` documents every key where it is defined. Every problem is a
 :class:`ConfigError` naming the key and what was expected; Hydra's struct mode already rejects

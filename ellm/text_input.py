@@ -3,7 +3,7 @@
 In ``act`` the texts of one observation are embedded directly; in ``update`` batches carry integer
 ids into the replay's string table, and an id-indexed embedding tensor that grows as new ids appear
 serves them, so an update never runs the transformer for a string it has already seen. Three kinds
-(:class:`ellm.agent.LearnerSetting` picks one):
+(:class:`ellm.agent_options.LearnerSetting` picks one):
 
 - ``separate`` (the fixed setting): the shared :class:`~ellm.embed.SentenceEmbedder` embeds the
   language state and the goal apart;

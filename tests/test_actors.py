@@ -72,8 +72,13 @@ def _agent(seed: int) -> DQNAgent:
 
 def test_shared_weights_reach_an_actor_only_when_their_version_moved():
     learner, actor = _agent(0), _agent(1)
-    policy = SharedPolicy(torch.multiprocessing.get_context("spawn"), learner.state_dict())
+    policy = SharedPolicy(torch.multiprocessing.get_context("spawn"), learner.policy_state())
+    assert set(policy.state) == {"online", "text_encoder_seed"}  # no target, no optimiser
+    optimizer, target = actor.optimizer, actor.target.state_dict()
     version = policy.refresh(actor, 0)
+    assert actor.optimizer is optimizer  # acting builds no optimiser and moves no target
+    for name, value in target.items():
+        assert torch.equal(actor.target.state_dict()[name], value), name
     for name, value in learner.online.state_dict().items():
         assert torch.equal(actor.online.state_dict()[name], value), name
     with torch.no_grad():
@@ -81,7 +86,7 @@ def test_shared_weights_reach_an_actor_only_when_their_version_moved():
             p.add_(1.0)
     assert policy.refresh(actor, version) == version  # nothing published yet: no load
     assert not torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
-    policy.publish(learner.state_dict())
+    policy.publish(learner.policy_state())
     assert policy.refresh(actor, version) == version + 1
     assert torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
 

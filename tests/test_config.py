@@ -10,7 +10,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from ellm.agent import IGNORED_OPTIONS
+from ellm.agent_options import IGNORED_OPTIONS
 from ellm.config import (
     IGNORED_KEYS,
     ConfigError,

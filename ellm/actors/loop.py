@@ -46,7 +46,7 @@ class ActorLoop:
         """Actors step their envs; this process learns from the chunks they send, each step
         counted as :meth:`_train_here` counts its own (see :meth:`_take`)."""
         cfg = self.cfg
-        with ActorPool(cfg, self.num_actors, self.agent.state_dict(), frame=self.frame,
+        with ActorPool(cfg, self.num_actors, self.agent.policy_state(), frame=self.frame,
                        decay_from=self.first_reward_frame,
                        env_episodes=self.actor_env_episodes) as pool:
             self._first_evaluation()  # the actors start up meanwhile
@@ -59,7 +59,7 @@ class ActorLoop:
                 self._take(chunk)
                 pool.took(chunk.actor, len(chunk), self.frame, self.first_reward_frame)
                 if self.frame - published >= cfg.actor_sync_frames:
-                    pool.publish(self.agent.state_dict())
+                    pool.publish(self.agent.policy_state())
                     published = self.frame
 
     def _take(self, chunk: Chunk) -> None:

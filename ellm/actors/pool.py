@@ -61,7 +61,7 @@ def _log_file() -> str | None:
 
 class ActorPool:
     """``num_actors`` actor processes (see the module docstring). ``state`` is the learner's
-    ``state_dict()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
+    ``policy_state()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
     each actor's env resets before (a resumed run)."""
 
     def __init__(self, cfg: DictConfig, num_actors: int, state: Mapping[str, Any], *,

@@ -15,14 +15,10 @@ from typing import Any
 
 import torch
 
-# The optimiser's state is the learner's alone: acting never reads it.
-_NOT_SHARED = frozenset({"optimizer"})
-
-
 def _share(state: Any) -> Any:
     """A copy of ``state`` whose tensors live in shared memory (other values as they are)."""
     if isinstance(state, Mapping):
-        return {k: _share(v) for k, v in state.items() if k not in _NOT_SHARED}
+        return {k: _share(v) for k, v in state.items()}
     if isinstance(state, torch.Tensor):
         return state.detach().to("cpu", copy=True).share_memory_()
     return state
@@ -45,7 +41,7 @@ class SharedPolicy:
         self.lock = context.Lock()
 
     def publish(self, state: Mapping[str, Any]) -> None:
-        """Learner: overwrite the shared weights with ``state`` (the agent's ``state_dict()``)."""
+        """Learner: overwrite the shared weights with ``state`` (the agent's ``policy_state()``)."""
         with self.lock:
             _copy_into(self.state, state)
             self.version.value += 1
@@ -56,7 +52,7 @@ class SharedPolicy:
         if self.version.value == seen:
             return seen
         with self.lock:
-            agent.load_weights(self.state)
+            agent.load_policy(self.state)
             return int(self.version.value)
 
 
