@@ -11,9 +11,9 @@ the ``sbert_model`` config key. Loading never touches the network (``local_files
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -79,7 +79,50 @@ def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> 
     return st
 
 
-class SentenceEmbedder:
+class EmbeddingCache:
+    """A cache of frozen embeddings by input, counted. An actor records the entries it adds
+    (:meth:`record_new`, :meth:`take_new`) and ships them with its steps; the learner adds them
+    (:meth:`remember`) instead of encoding those inputs a second time (docs/scale.md)."""
+
+    def _init_cache(self) -> None:
+        self._cache: dict[Any, np.ndarray] = {}
+        self._new: list[Any] | None = None  # keys added since take_new(), while recording
+        self.encoded = 0  # inputs encoded here
+        self.remembered = 0  # entries taken from elsewhere (remember)
+
+    def _added(self, keys: Sequence[Any]) -> None:
+        self.encoded += len(keys)
+        if self._new is not None:
+            self._new.extend(keys)
+
+    def _forget(self) -> None:
+        """Empty the cache (the encoder changed): recorded entries go with it."""
+        self._cache.clear()
+        if self._new is not None:
+            self._new = []
+
+    def record_new(self) -> None:
+        """From now on, keep the keys of the entries added, for :meth:`take_new`."""
+        self._new = []
+
+    def take_new(self) -> dict[Any, np.ndarray]:
+        """The entries added since the last call (recording must be on)."""
+        if not self._new:
+            return {}
+        new, self._new = self._new, []
+        return {key: self._cache[key] for key in new}
+
+    def remember(self, entries: Mapping[Any, np.ndarray]) -> None:
+        """Add entries computed elsewhere by the same frozen model; known keys keep theirs."""
+        for key, vector in entries.items():
+            if key not in self._cache:
+                vector = np.asarray(vector, dtype=np.float32)
+                vector.setflags(write=False)
+                self._cache[key] = vector
+                self.remembered += 1
+
+
+class SentenceEmbedder(EmbeddingCache):
     """Frozen sentence-transformers model returning unit-norm float32 embeddings, cached per string.
 
     Args:
@@ -98,7 +141,7 @@ class SentenceEmbedder:
         if dim is None:
             raise EmbedderLoadError(f"sbert_model={model!r}: the model reports no embedding size")
         self.dim: int = int(dim)
-        self._cache: dict[str, np.ndarray] = {}
+        self._init_cache()
         self._hits = 0
         self._misses = 0
 
@@ -123,6 +166,7 @@ class SentenceEmbedder:
             for text, vector in zip(missing, vectors):
                 vector.setflags(write=False)  # rows are shared; never let a caller edit them
                 self._cache[text] = vector
+            self._added(missing)
         self._misses += len(missing)
         self._hits += len(texts) - len(missing)
         if not texts:

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ellm.embed import EmbeddingCache
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -45,7 +47,7 @@ def reinitialise_linear_layers(model: nn.Module, seed: int) -> None:
                     module.bias.zero_()
 
 
-class PaperTextEncoder:
+class PaperTextEncoder(EmbeddingCache):
     """Frozen sentence transformer over one or two texts, as the original agent's encoder.
 
     Args:
@@ -72,7 +74,7 @@ class PaperTextEncoder:
                              "positions")
         self.reinit_seed: int | None = None
         self.model: nn.Module = self._pretrained
-        self._cache: dict[Texts, np.ndarray] = {}
+        self._init_cache()
         self._tokens: dict[str, list[int]] = {}
         self.set_reinit_seed(reinit_seed)
 
@@ -90,7 +92,7 @@ class PaperTextEncoder:
             self.model = copy.deepcopy(self._pretrained).to(self.device)
             reinitialise_linear_layers(self.model, seed)
         self.model.eval().requires_grad_(False)
-        self._cache.clear()
+        self._forget()
 
     def _token_ids(self, text: str) -> list[int]:
         ids = self._tokens.get(text)
@@ -109,6 +111,7 @@ class PaperTextEncoder:
             for texts, vector in zip(missing, self._encode(missing)):
                 vector.setflags(write=False)
                 self._cache[texts] = vector
+            self._added(missing)
         if not inputs:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[t] for t in inputs])

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
-from ellm.embed import SentenceEmbedder
+from ellm.embed import EmbeddingCache, SentenceEmbedder
 from ellm.paper_text import PaperTextEncoder
 from ellm.precision import to_device
 
@@ -44,6 +44,14 @@ class TextTensors(NamedTuple):
 
 
 NO_TEXT = TextTensors(None, None, None, None)
+
+
+class ShippedEmbeddings(NamedTuple):
+    """Embeddings an actor computed, for the learner's cache: ``entries`` by cache key, made by
+    the transformer re-initialised from ``reinit_seed`` (None: the pretrained one)."""
+
+    reinit_seed: int | None
+    entries: dict[Any, np.ndarray]
 
 
 class TextInput:
@@ -157,6 +165,38 @@ class TextInput:
             self._pair_rows.update((p, start + i) for i, p in enumerate(new))
         rows = torch.tensor([self._pair_rows[p] for p in pairs])
         return self._pair_cache[to_device(rows, self.device)]  # no wait for known texts
+
+    # ------------------------------------------------------------------ actors
+    def _embedding_cache(self) -> EmbeddingCache | None:
+        """The cache this input's embeddings live in (None without text inputs)."""
+        if self.kind is None:
+            return None
+        return self.encoder if self.encoder is not None else self.embedder
+
+    def record_new_embeddings(self) -> None:
+        """Actor: keep the embeddings computed from now on for :meth:`new_embeddings`."""
+        cache = self._embedding_cache()
+        if cache is not None:
+            cache.record_new()
+
+    def new_embeddings(self) -> ShippedEmbeddings | None:
+        """Actor: the embeddings computed since the last call, to ship with its steps."""
+        cache = self._embedding_cache()
+        if cache is None:
+            return None
+        return ShippedEmbeddings(self.reinit_seed, cache.take_new())
+
+    def add_embeddings(self, shipped: ShippedEmbeddings) -> None:
+        """Learner: serve an actor's embeddings from the cache instead of encoding them again;
+        those of another transformer (a different seed) are dropped."""
+        cache = self._embedding_cache()
+        if cache is not None and shipped.reinit_seed == self.reinit_seed:
+            cache.remember(shipped.entries)
+
+    def embedding_counts(self) -> tuple[int, int]:
+        """(inputs encoded here, entries taken from actors) of this input's cache."""
+        cache = self._embedding_cache()
+        return (cache.encoded, cache.remembered) if cache is not None else (0, 0)
 
     # ------------------------------------------------------------------ checkpoints
     @property

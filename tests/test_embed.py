@@ -87,3 +87,18 @@ def test_unloadable_model_names_the_config_key(model: str) -> None:
     with pytest.raises(EmbedderLoadError, match="sbert_model") as info:
         SentenceEmbedder(model)
     assert model in str(info.value)
+
+
+def test_embeddings_recorded_in_one_cache_serve_another_without_encoding(embedder, monkeypatch):
+    """An actor's new embeddings (record_new / take_new) fill the learner's cache (remember)."""
+    other = SentenceEmbedder()
+    embedder.record_new()
+    vector = embedder.embed(["you see a cow and a tree"])[0]
+    new = embedder.take_new()
+    assert list(new) == ["you see a cow and a tree"] and embedder.take_new() == {}
+    calls = _spy_encode(monkeypatch, other)
+    other.remember(new)
+    assert np.array_equal(other.embed(["you see a cow and a tree"])[0], vector)
+    assert calls == [] and (other.encoded, other.remembered) == (0, 1)
+    other.embed(["you see water"])
+    assert calls == [["you see water"]] and other.encoded == 1

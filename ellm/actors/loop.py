@@ -11,6 +11,7 @@ ratio (:func:`updates_due`).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +20,8 @@ from ellm.actors.learner import OpenEpisodes
 from ellm.actors.messages import Chunk, EpisodeEnd
 from ellm.actors.pool import ActorPool
 from ellm.timing import Timer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,11 +64,16 @@ class ActorLoop:
                 if self.frame - published >= cfg.actor_sync_frames:
                     pool.publish(self.agent.policy_state())
                     published = self.frame
+        encoded, shipped = self.agent.text.embedding_counts()
+        log.info("learner text embeddings: %d encoded here, %d shipped by the actors",
+                 encoded, shipped)
 
     def _take(self, chunk: Chunk) -> None:
         """Count a received chunk's steps one by one: the replay gets the episode the chunk
         ends, the learner makes the updates due, evaluations come at their frames."""
         self._open.add(chunk)
+        if chunk.embeddings is not None:
+            self.agent.text.add_embeddings(chunk.embeddings)
         if chunk.env_episodes is not None:
             self.actor_env_episodes[chunk.actor] = chunk.env_episodes
         for j, reward in enumerate(chunk.rewards):

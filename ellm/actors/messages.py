@@ -3,7 +3,8 @@
 A :class:`Chunk` holds up to :data:`CHUNK_STEPS` consecutive steps of one episode, the
 episode's reset observation when the chunk opens it and, when the chunk closes it, the
 :class:`EpisodeEnd` the logger needs. Frames travel as uint8 arrays and texts as strings: the
-main process alone turns them into replay files and string ids.
+main process alone turns them into replay files and string ids. A chunk also carries the text
+embeddings the actor computed to act, so that the learner does not encode them again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ellm.inputs import AgentInputs
 from ellm.rollout import Rollout, Step
+from ellm.text_input import ShippedEmbeddings
 from ellm.timing import Timer
 
 CHUNK_STEPS: Final = 64  # steps per chunk at most (an episode's end closes one sooner)
@@ -65,6 +67,7 @@ class Chunk:
     last: np.ndarray  # bool [k]
     end: EpisodeEnd | None
     env_episodes: int | None  # the actor env's resets so far (an EpisodeCounted env)
+    embeddings: ShippedEmbeddings | None = None  # the text embeddings it computed meanwhile
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -97,7 +100,8 @@ class ChunkWriter:
     def __len__(self) -> int:
         return len(self._steps)
 
-    def take(self, end: EpisodeEnd | None, env_episodes: int | None) -> Chunk:
+    def take(self, end: EpisodeEnd | None, env_episodes: int | None,
+             embeddings: ShippedEmbeddings | None = None) -> Chunk:
         steps, self._steps = self._steps, []
         start, self._start = self._start, None
         return Chunk(
@@ -107,7 +111,7 @@ class ChunkWriter:
             np.array([s.info["discount"] for s in steps], dtype=np.float64),
             np.array([s.game_reward for s in steps], dtype=np.float64),
             [self.inputs.text(s.obs) for s in steps], [self.inputs.goal(s.goals) for s in steps],
-            np.array([s.last for s in steps], dtype=bool), end, env_episodes)
+            np.array([s.last for s in steps], dtype=bool), end, env_episodes, embeddings)
 
 
 __all__ = ["CHUNK_STEPS", "ActorError", "Chunk", "ChunkWriter", "EpisodeEnd", "EpisodeStart"]

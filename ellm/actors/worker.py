@@ -96,6 +96,7 @@ class Actor:
         self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)
         add_guide(self.agent, cfg, **build)
         self.version = self.policy.refresh(self.agent, 0)
+        self.agent.text.record_new_embeddings()  # after the learner's text seed is loaded
         self.chunks = ChunkWriter(spec.index, parts.inputs)
         self.produced = 0
 
@@ -122,7 +123,8 @@ class Actor:
                 if step.last:
                     end = EpisodeEnd.of(self.rollout, step.info, timer,
                                         self.rollout.goal_source.metrics())
-                self.pipe.send(self.chunks.take(end, self._env_episodes()))
+                self.pipe.send(self.chunks.take(end, self._env_episodes(),
+                                                self.agent.text.new_embeddings()))
                 self._refresh()
             if step.last:
                 return
