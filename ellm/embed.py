@@ -143,7 +143,6 @@ class SentenceEmbedder(EmbeddingCache):
         self.dim: int = int(dim)
         self._init_cache()
         self._hits = 0
-        self._misses = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` as a ``[N, dim]`` float32 array with unit-norm rows.
@@ -167,7 +166,6 @@ class SentenceEmbedder(EmbeddingCache):
                 vector.setflags(write=False)  # rows are shared; never let a caller edit them
                 self._cache[text] = vector
             self._added(missing)
-        self._misses += len(missing)
         self._hits += len(texts) - len(missing)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -179,7 +177,7 @@ class SentenceEmbedder(EmbeddingCache):
 
     def cache_info(self) -> CacheInfo:
         """Counters since construction: lookups served from the cache, strings encoded, size."""
-        return CacheInfo(self._hits, self._misses, len(self._cache))
+        return CacheInfo(self._hits, self.encoded, len(self._cache))
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder(model={self.model_name!r}, dim={self.dim}, cache={self.cache_info()})"
