@@ -59,7 +59,7 @@ class DQNAgent:
     maximum until ``start_epsilon_decay``), ``seed``, ``channels_last`` (conv memory format),
     ``paper_setting`` (:class:`LearnerSetting`), ``max_text_tokens`` (``env_spec.max_seq_len``),
     ``precision`` (fp32 | bf16: the update's autocast, :mod:`ellm.precision`), ``compile``
-    (``torch.compile`` the update's loss) and ``use_extr_rew`` (unused: the loop adds the game
+    (``torch.compile`` the update's loss; ``"reduce-overhead"``: replayed as CUDA graphs) and ``use_extr_rew`` (unused: the loop adds the game
     reward to the stored reward)."""
 
     Options: ClassVar[type[AgentOptions]] = AgentOptions
@@ -69,7 +69,7 @@ class DQNAgent:
                  discount: float = 0.99, nstep: int = 3, hold_epsilon: bool = False,
                  seed: int | None = None, channels_last: bool = True, use_extr_rew: bool = False,
                  paper_setting: bool = False, max_text_tokens: int = 200,
-                 precision: str = "fp32", compile: bool = False, **options: Any):
+                 precision: str = "fp32", compile: bool | str = False, **options: Any):
         del use_extr_rew  # the loop mixes the game reward in, once
         if options.get("use_language_state") is False:  # a common spelling of "off"
             options["use_language_state"] = None
@@ -97,7 +97,9 @@ class DQNAgent:
         self._select_trainable()
         self.optimizer = self._make_optimizer()
         # Compiled on its first call; the module's parameters and state_dict stay the same.
-        self._loss = torch.compile(self._td_loss) if compile else self._td_loss
+        # "reduce-overhead" also replays the compiled passes as CUDA graphs (on CUDA).
+        mode = "reduce-overhead" if compile == "reduce-overhead" else None
+        self._loss = torch.compile(self._td_loss, mode=mode) if compile else self._td_loss
         self.hold_epsilon = bool(hold_epsilon)
         self.decay_start = self.num_updates = self._last_target_sync = 0
         self._expl_agent: DQNAgent | None = None
@@ -134,8 +136,7 @@ class DQNAgent:
         return [name for name, _ in self.online.named_parameters() if name.startswith(prefixes)]
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        names = set(self.trainable_parameter_names())
-        return [p for name, p in self.online.named_parameters() if name in names]
+        return list(self._trainable)
 
     def _make_optimizer(self) -> torch.optim.Adam:
         # The fused kernel is ~3x faster than the foreach one on CPU (5 vs 16 ms for 3M params).
@@ -143,9 +144,12 @@ class DQNAgent:
         return torch.optim.Adam(self.trainable_parameters(), lr=self.options.lr, fused=fused)
 
     def _select_trainable(self) -> None:
+        """Mark the parameters the optimiser updates; kept as a list, since each update's
+        gradient norm reads it (walking the modules per update costs ~0.5 ms on a GPU)."""
         names = set(self.trainable_parameter_names())
         for name, param in self.online.named_parameters():
             param.requires_grad_(name in names)
+        self._trainable = [p for name, p in self.online.named_parameters() if name in names]
 
     # ------------------------------------------------------------------ acting
     def epsilon(self, step: int, eval_mode: bool = False) -> float:
@@ -256,7 +260,8 @@ class DQNAgent:
         self.num_updates += 1
         self._maybe_sync_target(step)
         with torch.no_grad():
-            return {"loss": loss.detach(), "q_mean": q_taken.detach().mean(),
+            # clone: with CUDA graphs the loss's memory is the graph's, rewritten by the next update
+            return {"loss": loss.detach().clone(), "q_mean": q_taken.detach().mean(),
                     "target_mean": target.mean(), "td_error_abs": (q_taken - target).abs().mean(),
                     "grad_norm": grad_norm.detach(), "batch_reward": reward.mean()}
 

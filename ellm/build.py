@@ -87,7 +87,7 @@ def make_agent(cfg: DictConfig, *, num_actions: int, device: torch.device, embed
         max_text_tokens=cfg.env_spec.max_seq_len,
         # the learner's choices: an agent that only acts (an actor's) never updates
         precision=cfg.precision if strings is not None else "fp32",
-        compile=bool(cfg.compile) and strings is not None)
+        compile=cfg.compile if strings is not None else False)
 
 
 def add_guide(agent: Any, cfg: DictConfig, **kwargs: Any) -> None:

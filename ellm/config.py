@@ -77,7 +77,8 @@ class RunOptions:
         "auto or an integer >= 0", lambda v: v == "auto" or (is_int(v) and v >= 0))
     seed: int = integer(0)
     precision: str = one_of("fp32", "bf16")
-    compile: bool = boolean()
+    compile: bool | str = valid("true, false or reduce-overhead",
+                                lambda v: isinstance(v, bool) or v == "reduce-overhead")
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
