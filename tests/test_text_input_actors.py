@@ -61,3 +61,23 @@ def test_reseeding_the_actors_transformer_forgets_what_it_recorded(embedder):
     actor.of_obs(OBS)
     actor.use_reinit_seed(9)  # the learner's seed arrives with its first weights
     assert actor.new_embeddings() == (9, {})
+
+
+@pytest.mark.parametrize("paper_setting", [True, False])  # a joint pair; texts apart
+def test_an_actor_of_another_seed_acts_as_the_learner_after_a_refresh(embedder, paper_setting):
+    """An actor's agent is built from its own seed (its own random transformer in the paper
+    setting); once it loads the learner's policy it must score every action as the learner
+    does, text included, or the actors would collect with another policy than the one learnt."""
+    from ellm.actors.shared import SharedPolicy
+    from ellm.agent import DQNAgent
+
+    def agent(seed: int) -> DQNAgent:
+        return DQNAgent((1, 84, 84), 5, hidden_dim=32, seed=seed, embedder=embedder,
+                        use_goal=True, use_language_state="sbert", paper_setting=paper_setting)
+
+    learner, actor = agent(1), agent(2)
+    obs = {"frames": torch.randint(0, 256, (1, 84, 84), dtype=torch.uint8).numpy(), **OBS}
+    assert not torch.allclose(actor.q_values(obs), learner.q_values(obs))
+    policy = SharedPolicy(torch.multiprocessing.get_context("spawn"), learner.policy_state())
+    policy.refresh(actor, 0)
+    assert torch.allclose(actor.q_values(obs), learner.q_values(obs), atol=1e-6)
