@@ -150,21 +150,41 @@ def _check_accounting(out: Path, last_frame: int) -> None:
     assert stats == frames
 
 
-def _start(tmp_path: Path, exp: str) -> tuple[subprocess.Popen, Path, dict[int, int]]:
-    """A long run with two actors, once training rows appear: (process, run dir, actor pids)."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *LONG, f"exp_name={exp}"],
-                            cwd=tmp_path, env=train_env(tmp_path, {"PYTHONPATH": str(ROOT)}),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        found = list(tmp_path.glob(f"exp_local/*/{exp}_*/train.csv"))
-        if found and len(csv_rows(found[0])) >= 2:
-            log = (found[0].parent / "train.log").read_text()
-            pids = {int(i): int(p) for i, p in re.findall(r"actor (\d) started: pid (\d+)", log)}
-            return proc, found[0].parent, pids
-        time.sleep(0.5)
-    proc.kill()
-    raise AssertionError(f"no training rows: {proc.communicate()[1][-3000:]}")
+@pytest.fixture
+def start(tmp_path):
+    """Starts a long run with two actors and returns, once training rows appear, (process, run
+    dir, actor pids); a run still going when the test ends is killed (its actors die with it)."""
+    started: list[subprocess.Popen] = []
+
+    def run(exp: str) -> tuple[subprocess.Popen, Path, dict[int, int]]:
+        args = [sys.executable, str(ROOT / "train.py"), *LONG, f"exp_name={exp}"]
+        # A process started with SIGINT ignored (a shell's background job: pytest run with `&`)
+        # passes the ignore on to its children, and Python then never raises KeyboardInterrupt.
+        # The run is given the default, as a terminal's Ctrl-C would find it.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            proc = subprocess.Popen(args, cwd=tmp_path,
+                                    env=train_env(tmp_path, {"PYTHONPATH": str(ROOT)}),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        started.append(proc)
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            found = list(tmp_path.glob(f"exp_local/*/{exp}_*/train.csv"))
+            if found and len(csv_rows(found[0])) >= 2:
+                log = (found[0].parent / "train.log").read_text()
+                pids = {int(i): int(p)
+                        for i, p in re.findall(r"actor (\d) started: pid (\d+)", log)}
+                return proc, found[0].parent, pids
+            time.sleep(0.5)
+        raise AssertionError(f"no training rows: {proc.communicate(timeout=60)[1][-3000:]}")
+
+    yield run
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _alive(pid: int) -> bool:
@@ -185,8 +205,8 @@ def _gone(pids, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_an_actor_killed_mid_run_stops_the_run_naming_it(tmp_path):
-    proc, out, pids = _start(tmp_path, "KILLACTOR")
+def test_an_actor_killed_mid_run_stops_the_run_naming_it(start):
+    proc, out, pids = start("KILLACTOR")
     os.kill(pids[1], signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
@@ -195,16 +215,16 @@ def test_an_actor_killed_mid_run_stops_the_run_naming_it(tmp_path):
     assert _gone(pids.values())
 
 
-def test_kill_9_of_the_main_process_leaves_no_actor(tmp_path):
-    proc, _, pids = _start(tmp_path, "KILLMAIN")
+def test_kill_9_of_the_main_process_leaves_no_actor(start):
+    proc, _, pids = start("KILLMAIN")
     assert len(pids) == 2 and all(_alive(pid) for pid in pids.values())
     proc.kill()
     proc.communicate()
     assert _gone(pids.values()), "an actor outlived the main process"
 
 
-def test_ctrl_c_stops_the_actors_and_the_run_cleanly(tmp_path):
-    proc, out, pids = _start(tmp_path, "CTRLC")
+def test_ctrl_c_stops_the_actors_and_the_run_cleanly(start):
+    proc, out, pids = start("CTRLC")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
