@@ -59,8 +59,8 @@ class DQNAgent:
     maximum until ``start_epsilon_decay``), ``seed``, ``channels_last`` (conv memory format),
     ``paper_setting`` (:class:`LearnerSetting`), ``max_text_tokens`` (``env_spec.max_seq_len``),
     ``precision`` (fp32 | bf16: the update's autocast, :mod:`ellm.precision`), ``compile``
-    (``torch.compile`` the update's loss; ``"reduce-overhead"``: replayed as CUDA graphs) and ``use_extr_rew`` (unused: the loop adds the game
-    reward to the stored reward)."""
+    (``torch.compile`` the update's loss; ``"reduce-overhead"``: replayed as CUDA graphs) and
+    ``use_extr_rew`` (unused: the loop adds the game reward to the stored reward)."""
 
     Options: ClassVar[type[AgentOptions]] = AgentOptions
 
