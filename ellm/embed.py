@@ -82,7 +82,8 @@ def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> 
 class EmbeddingCache:
     """A cache of frozen embeddings by input, counted. An actor records the entries it adds
     (:meth:`record_new`, :meth:`take_new`) and ships them with its steps; the learner adds them
-    (:meth:`remember`) instead of encoding those inputs a second time (docs/scale.md)."""
+    (:meth:`remember`) instead of encoding those inputs a second time (docs/scale.md). A
+    subclass has ``dim`` and ``_encode(keys) -> [len(keys), dim]``."""
 
     def _init_cache(self) -> None:
         self._cache: dict[Any, np.ndarray] = {}
@@ -90,10 +91,25 @@ class EmbeddingCache:
         self.encoded = 0  # inputs encoded here
         self.remembered = 0  # entries taken from elsewhere (remember)
 
-    def _added(self, keys: Sequence[Any]) -> None:
-        self.encoded += len(keys)
-        if self._new is not None:
-            self._new.extend(keys)
+    def _lookup(self, keys: Sequence[Any]) -> np.ndarray:
+        """Embeddings ``[N, dim]`` of ``keys``: the ones not cached yet are encoded together by
+        the subclass's ``_encode``, stored read-only (rows are shared; no caller may edit them)
+        and counted."""
+        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if missing:
+            for key, vector in zip(missing, self._encode(missing)):
+                self._store(key, vector)
+            self.encoded += len(missing)
+            if self._new is not None:
+                self._new.extend(missing)
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[k] for k in keys])
+
+    def _store(self, key: Any, vector: np.ndarray) -> None:
+        vector = np.asarray(vector, dtype=np.float32)
+        vector.setflags(write=False)
+        self._cache[key] = vector
 
     def _forget(self) -> None:
         """Empty the cache (the encoder changed): recorded entries go with it."""
@@ -116,9 +132,7 @@ class EmbeddingCache:
         """Add entries computed elsewhere by the same frozen model; known keys keep theirs."""
         for key, vector in entries.items():
             if key not in self._cache:
-                vector = np.asarray(vector, dtype=np.float32)
-                vector.setflags(write=False)
-                self._cache[key] = vector
+                self._store(key, vector)
                 self.remembered += 1
 
 
@@ -152,24 +166,14 @@ class SentenceEmbedder(EmbeddingCache):
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings; wrap a single string in a list")
         texts = list(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            vectors = self.model.encode(
-                missing,
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
-            vectors = np.asarray(vectors, dtype=np.float32)
-            for text, vector in zip(missing, vectors):
-                vector.setflags(write=False)  # rows are shared; never let a caller edit them
-                self._cache[text] = vector
-            self._added(missing)
-        self._hits += len(texts) - len(missing)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
+        encoded = self.encoded
+        vectors = self._lookup(texts)
+        self._hits += len(texts) - (self.encoded - encoded)
+        return vectors
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
 
     def embed_one(self, text: str) -> np.ndarray:
         """Embedding of a single string as a ``[dim]`` float32 array."""

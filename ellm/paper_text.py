@@ -106,15 +106,7 @@ class PaperTextEncoder(EmbeddingCache):
     def embed(self, inputs: Sequence[Texts]) -> np.ndarray:
         """Unit-norm float32 embeddings ``[N, dim]``, one per input of one or two texts; each
         distinct input is encoded once and then served from a cache."""
-        missing = list(dict.fromkeys(t for t in inputs if t not in self._cache))
-        if missing:
-            for texts, vector in zip(missing, self._encode(missing)):
-                vector.setflags(write=False)
-                self._cache[texts] = vector
-            self._added(missing)
-        if not inputs:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._cache[t] for t in inputs])
+        return self._lookup(inputs)
 
     @torch.inference_mode()
     def _encode(self, inputs: Sequence[Texts]) -> np.ndarray:
