@@ -104,8 +104,9 @@ def sample_shard(replay_dir: Path, batch_size: int, nstep: int = 3, stack: int =
 
 
 def loader(replay_dir: Path, num_workers: int = 0, **kw):
-    args = dict(capacity=10**6, batch_size=32, num_workers=num_workers, nstep=3, discount=GAMMA,
-                frame_stack=4, clip_reward=True, save_buffer=True, seed=0)
+    args = {"capacity": 10**6, "batch_size": 32, "num_workers": num_workers, "nstep": 3,
+            "discount": GAMMA, "frame_stack": 4, "clip_reward": True, "save_buffer": True,
+            "seed": 0}
     return make_replay_loader(replay_dir, **{**args, **kw})
 
 

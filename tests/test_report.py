@@ -226,7 +226,7 @@ def test_copied_records_rebuild_the_same_report(sweep, tmp_path):
     assert main([str(sweep / run_dirs(sweep)[-1].name), str(copies), "--out",
                  str(tmp_path / "out"), "--copy-runs"]) == 0
     assert (copies / "Novelty_seed2" / "mark.csv").is_file()
-    assert sorted(p.name for p in copies.iterdir())[-1] == "Novelty_seed2_2"
+    assert max(p.name for p in copies.iterdir()) == "Novelty_seed2_2"
 
 
 @pytest.mark.e2e

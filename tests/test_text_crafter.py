@@ -190,7 +190,7 @@ def test_v1_rules_damage_and_collect_when_full():
     for env in (v1, v2):
         env.world.add(objects.Zombie(env.world, at(env, 0, 1), env.player))
     _, r1, _, _, info1 = step_named(v1, "attack zombie")
-    _, r2, _, _, info2 = step_named(v2, "attack zombie")
+    _, _, _, _, info2 = step_named(v2, "attack zombie")
     assert info1["unlocked"] == ["defeat_zombie"] and r1 == 1.0
     assert info2["unlocked"] == [] and info2["effective_success"]  # hit for 1 of 5 health
     for env in (v1, v2):
@@ -259,7 +259,7 @@ def test_seeded_determinism():
 
 def test_gymnasium_registration():
     env = gymnasium.make("CrafterTextEnv-v2", length=10, seed=1)
-    obs, info = env.reset(seed=1)
+    obs, _ = env.reset(seed=1)
     assert obs["image"].shape == (64, 64, 3) and obs["caption"].startswith("You see")
     assert env.unwrapped.version == 2 and not env.unwrapped.extrinsic
     assert text_crafter.make("CrafterReward-v1").extrinsic

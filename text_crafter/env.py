@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import crafter
 import gymnasium as gym
@@ -56,7 +56,7 @@ _TEXT_SPACE = gym.spaces.Text(max_length=1024, min_length=0, charset=string.prin
 class CrafterTextEnv(gym.Env):
     """Crafter whose observations and infos carry text (see the module docstring)."""
 
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
 
     def __init__(
         self,
@@ -83,7 +83,7 @@ class CrafterTextEnv(gym.Env):
         self.dying = dying
         self.length = length
         self._seed = seed
-        self._engine_kwargs = dict(area=tuple(area), view=tuple(view), size=tuple(size))
+        self._engine_kwargs = {"area": tuple(area), "view": tuple(view), "size": tuple(size)}
         self._engine = self._new_engine(seed)
         view = np.array(self._engine._view)
         item_rows = int(np.ceil(len(crafter.constants.items) / view[0]))

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+
 def _share(state: Any) -> Any:
     """A copy of ``state`` whose tensors live in shared memory (other values as they are)."""
     if isinstance(state, Mapping):

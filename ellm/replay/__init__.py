@@ -28,10 +28,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    *_LAZY,
+__all__ = [  # the names of _LAZY spelled out, so that linters see strings
+    "Batch",
+    "EpisodeShard",
     "ReplayStorage",
     "StringTable",
     "list_episode_files",
     "load_episode",
+    "make_replay_loader",
+    "nstep_targets",
 ]
+assert set(_LAZY) <= set(__all__)

@@ -281,7 +281,7 @@ def make_replay_loader(
     ``per_episode``: draw an episode uniformly, then a step (the original's sampling).
     The tensors of each Batch are its own (not shared with later batches).
     """
-    num_shards = num_workers if num_workers > 1 else 1
+    num_shards = max(1, num_workers)
     free_slots = None
     if num_shards > 1:
         free_slots = [multiprocessing.get_context().Queue() for _ in range(num_workers)]

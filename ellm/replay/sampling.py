@@ -60,7 +60,7 @@ def nstep_targets(
 
 
 class _Episode:
-    __slots__ = ("index", "length", "frame", "small")
+    __slots__ = ("frame", "index", "length", "small")
 
     def __init__(self, index: int, episode: dict[str, np.ndarray], nstep: int, clip: bool):
         self.index = index

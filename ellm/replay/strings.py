@@ -35,8 +35,9 @@ class StringTable:
                 s = json.loads(line)
             except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
                 raise ValueError(f"{self.path}:{lineno}: corrupt string table line {line!r}") from e
-            if not isinstance(s, str):
-                raise ValueError(f"{self.path}:{lineno}: expected a JSON string, got {line!r}")
+            if not isinstance(s, str):  # a corrupt file (a data error), not a caller's type
+                raise ValueError(  # noqa: TRY004
+                    f"{self.path}:{lineno}: expected a JSON string, got {line!r}")
             self._ids.setdefault(s, len(self._strings))
             self._strings.append(s)
         if complete_end < len(data):
