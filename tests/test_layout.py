@@ -52,3 +52,11 @@ def test_baselines_hold_only_plug_ins_of_the_training_loop():
     assert not (ROOT / "baselines" / "sandbox.py").exists()
     assert sorted(p.name for p in ROOT.glob("*.py")) == ["train.py"]
     assert sorted(p.name for p in ROOT.glob("*.yaml")) == ["config.yaml"]
+
+
+def test_ruff_finds_nothing():
+    """Ruff, as the dev extra installs it (0.17, its default rules), passes on the whole tree."""
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise",
+                          "--no-cache", str(ROOT)], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
