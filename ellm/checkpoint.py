@@ -18,6 +18,9 @@ import torch
 
 FORMAT = 1
 SNAPSHOT_NAME = "snapshot.pt"
+EMBEDDINGS_NAME = "text_embeddings.npz"
+"""Beside the snapshot, with ``save_buffer``: the agent's cache of frozen text embeddings
+(:meth:`ellm.embed.EmbeddingCache.save`), so that a resumed run does not encode its replay again."""
 
 
 class CheckpointError(ValueError):

@@ -11,6 +11,9 @@ the ``sbert_model`` config key. Loading never touches the network (``local_files
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -19,6 +22,8 @@ import numpy as np
 
 if TYPE_CHECKING:  # importing sentence_transformers costs 5-10 s; do it only when loading
     from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """Name under which the packaged model is reported (``SentenceEmbedder.model_name``)."""
@@ -134,6 +139,72 @@ class EmbeddingCache:
             if key not in self._cache:
                 self._store(key, vector)
                 self.remembered += 1
+
+    # A run's cache is kept beside its snapshot (with save_buffer), so that a resumed run does
+    # not encode again every input its replay holds: in the paper setting each new (state,
+    # goal) pair is one transformer pass over up to 400 tokens, and a cold cache made a resumed
+    # Novelty run 20x slower until it had encoded its replay's pairs once more.
+    def identity(self) -> dict[str, Any]:
+        """What must be equal for another cache's entries to be this one's (subclasses add their
+        settings); :meth:`load` also encodes a few entries again, which tells another model."""
+        return {"class": type(self).__name__, "dim": int(self.dim)}
+
+    def save(self, path: str | Path) -> int:
+        """Write every entry to ``path`` (an ``.npz``, replaced atomically: a crash leaves the
+        old file or the new one); returns the number written."""
+        path = Path(path)
+        keys = list(self._cache)
+        vectors = (np.stack([self._cache[k] for k in keys]) if keys
+                   else np.zeros((0, self.dim), dtype=np.float32))
+        header = {"identity": self.identity(),
+                  "keys": [k if isinstance(k, str) else list(k) for k in keys]}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("wb") as f:
+                np.savez(f, vectors=vectors, header=np.frombuffer(
+                    json.dumps(header).encode(), dtype=np.uint8))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return len(keys)
+
+    def load(self, path: str | Path, probes: int = 3) -> int:
+        """Add the entries of a file :meth:`save` wrote, if the same encoder wrote it: its
+        identity must be this cache's, and ``probes`` of its entries (the first, the last and
+        between), encoded again here, must match. Otherwise nothing is added and a warning says
+        why: the cache only saves time. Known keys keep theirs. Returns the entries added."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                header = json.loads(data["header"].tobytes().decode())
+                vectors = np.asarray(data["vectors"], dtype=np.float32)
+            keys = [k if isinstance(k, str) else tuple(k) for k in header["keys"]]
+            if vectors.shape != (len(keys), self.dim):
+                raise ValueError(f"{vectors.shape[0]} vectors of size {vectors.shape[1:]} for "
+                                 f"{len(keys)} keys of size {self.dim}")
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            log.warning("text embeddings in %s not used: unreadable (%s)", path, e)
+            return 0
+        if header["identity"] != self.identity():
+            log.warning("text embeddings in %s not used: written by %s, this encoder is %s",
+                        path, header["identity"], self.identity())
+            return 0
+        rows = sorted({round(i * (len(keys) - 1) / max(probes - 1, 1))
+                       for i in range(probes)}) if keys else []
+        fresh = self._encode([keys[i] for i in rows]) if rows else vectors[:0]
+        if not np.allclose(fresh, vectors[rows], rtol=1e-4, atol=1e-5):
+            log.warning("text embeddings in %s not used: its entries differ from this "
+                        "encoder's (largest difference %.3g)", path,
+                        float(np.abs(fresh - vectors[rows]).max()))
+            return 0
+        added = 0
+        for key, vector in zip(keys, vectors):
+            if key not in self._cache:
+                self._store(key, vector)
+                added += 1
+        return added
 
 
 class SentenceEmbedder(EmbeddingCache):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -102,6 +102,10 @@ class PaperTextEncoder(EmbeddingCache):
             ids = self.tokenizer(text, verbose=False)["input_ids"][: self.max_tokens]
             self._tokens[text] = ids
         return ids
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "max_tokens": self.max_tokens,
+                "reinit_seed": self.reinit_seed}
 
     def embed(self, inputs: Sequence[Texts]) -> np.ndarray:
         """Unit-norm float32 embeddings ``[N, dim]``, one per input of one or two texts; each

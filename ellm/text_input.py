@@ -16,6 +16,7 @@ serves them, so an update never runs the transformer for a string it has already
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -199,6 +200,18 @@ class TextInput:
         return (cache.encoded, cache.remembered) if cache is not None else (0, 0)
 
     # ------------------------------------------------------------------ checkpoints
+    def save_embeddings(self, path: Path) -> int | None:
+        """Write this input's embedding cache to ``path`` (:meth:`EmbeddingCache.save`); returns
+        the entries written, None without text inputs."""
+        cache = self._embedding_cache()
+        return None if cache is None else cache.save(path)
+
+    def load_embeddings(self, path: Path) -> int:
+        """Add the entries a run saved to ``path``, if its encoder was this one
+        (:meth:`EmbeddingCache.load`); returns the entries added (0 without the file)."""
+        cache = self._embedding_cache()
+        return cache.load(path) if cache is not None and Path(path).is_file() else 0
+
     @property
     def reinit_seed(self) -> int | None:
         """Seed of the re-initialised transformer (None: pretrained weights or no encoder)."""

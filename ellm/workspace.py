@@ -334,6 +334,9 @@ class Workspace(ActorLoop):
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
             "actor_env_episodes": list(self.actor_env_episodes),
         }
+        text = getattr(self.agent, "text", None)
+        if self.cfg.save_buffer and text is not None:  # the replay is kept: so are its texts'
+            text.save_embeddings(self.run_dir / checkpoint.EMBEDDINGS_NAME)
         return checkpoint.save(self.run_dir / checkpoint.SNAPSHOT_NAME, self.agent.state_dict(), meta)
 
     def _restore(self, agent_state: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -347,6 +350,11 @@ class Workspace(ActorLoop):
         self.actor_env_episodes = [int(n) for n in meta.get("actor_env_episodes", [])]
         log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
                  self.episode)
+        text = getattr(self.agent, "text", None)
+        saved = checkpoint.resolve(self.cfg.snapshot_path, "snapshot_path").with_name(
+            checkpoint.EMBEDDINGS_NAME)
+        if text is not None and saved.is_file():  # after the state: it sets the encoder's seed
+            log.info("text embeddings: %d taken from %s", text.load_embeddings(saved), saved)
 
 
 __all__ = ["Workspace"]

@@ -102,3 +102,54 @@ def test_embeddings_recorded_in_one_cache_serve_another_without_encoding(embedde
     assert calls == [] and (other.encoded, other.remembered) == (0, 1)
     other.embed(["you see water"])
     assert calls == [["you see water"]] and other.encoded == 1
+
+
+def test_a_saved_cache_serves_a_new_encoder_without_encoding(tmp_path, monkeypatch):
+    """A resumed run takes the entries its last snapshot saved instead of encoding them again;
+    both kinds of key (one string; one or two texts of the paper setting's encoder) survive."""
+    from ellm.paper_text import PaperTextEncoder
+
+    first = SentenceEmbedder()
+    texts = [f"you see a cow and {n} trees" for n in range(5)]
+    vectors = first.embed(texts)
+    assert first.save(tmp_path / "e.npz") == 5
+    second = SentenceEmbedder()
+    calls = _spy_encode(monkeypatch, second)
+    assert second.load(tmp_path / "e.npz") == 5
+    assert calls == [[texts[0], texts[2], texts[4]]]  # the probes, encoded once to compare
+    assert np.array_equal(second.embed(texts), vectors) and second.encoded == 0
+    assert second.load(tmp_path / "e.npz") == 0  # known keys keep theirs
+
+    paper = PaperTextEncoder(first.model, reinit_seed=7)
+    pairs = [("you see a cow", "Your goal is: eat cow."), ("you see water",)]
+    pair_vectors = paper.embed(pairs)
+    paper.save(tmp_path / "p.npz")
+    again = PaperTextEncoder(first.model, reinit_seed=7)
+    assert again.load(tmp_path / "p.npz") == 2
+    assert np.array_equal(again.embed(pairs), pair_vectors) and again.encoded == 0
+
+
+def test_a_saved_cache_of_another_encoder_is_not_used(tmp_path, caplog):
+    """Entries of another random transformer (seed), of a changed model or of a broken file are
+    refused with a warning naming the file, and the cache stays empty."""
+    from ellm.paper_text import PaperTextEncoder
+
+    model = SentenceEmbedder().model
+    paper = PaperTextEncoder(model, reinit_seed=7)
+    paper.embed([("you see a cow",), ("you see a tree",), ("you see water",)])
+    paper.save(tmp_path / "p.npz")
+    other_seed = PaperTextEncoder(model, reinit_seed=8)
+    assert other_seed.load(tmp_path / "p.npz") == 0 and not other_seed._cache
+    assert "'reinit_seed': 7" in caplog.text and "p.npz" in caplog.text
+
+    with np.load(tmp_path / "p.npz") as data:  # same settings, other numbers: another model
+        vectors, header = data["vectors"].copy(), data["header"]
+    vectors[-1] += 0.01
+    np.savez(tmp_path / "changed.npz", vectors=vectors, header=header)
+    same_seed = PaperTextEncoder(model, reinit_seed=7)
+    assert same_seed.load(tmp_path / "changed.npz") == 0 and not same_seed._cache
+    assert "differ from this encoder's" in caplog.text
+
+    (tmp_path / "broken.npz").write_bytes(b"not a zip")
+    assert same_seed.load(tmp_path / "broken.npz") == 0 and "unreadable" in caplog.text
+    assert same_seed.load(tmp_path / "p.npz") == 3  # the good file still loads

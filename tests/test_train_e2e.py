@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -131,6 +132,10 @@ def test_resume_after_kill_9_continues_the_counters(train, tmp_path):
         assert frames == sorted(set(frames)), frames
     assert eval_episode_frames == sorted(eval_episode_frames)
     assert len(eval_episode_frames) == len(eval_frames)  # one eval episode per evaluation
+    # The replay was kept (save_buffer), and with it the texts' embeddings: not encoded again.
+    taken = re.search(r"text embeddings: (\d+) taken from .*text_embeddings\.npz",
+                      (out / "train.log").read_text())
+    assert taken and int(taken.group(1)) > 0
 
 
 # Every key's check is tested in process (test_config.py); here, that train.py stops with the
