@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -135,10 +135,16 @@ class EmbeddingCache:
 
     def remember(self, entries: Mapping[Any, np.ndarray]) -> None:
         """Add entries computed elsewhere by the same frozen model; known keys keep theirs."""
-        for key, vector in entries.items():
+        self.remembered += self._add(entries.items())
+
+    def _add(self, entries: Iterable[tuple[Any, np.ndarray]]) -> int:
+        """Store the entries whose keys are not cached yet; returns how many."""
+        added = 0
+        for key, vector in entries:
             if key not in self._cache:
                 self._store(key, vector)
-                self.remembered += 1
+                added += 1
+        return added
 
     # A run's cache is kept beside its snapshot (with save_buffer), so that a resumed run does
     # not encode again every input its replay holds: in the paper setting each new (state,
@@ -199,12 +205,7 @@ class EmbeddingCache:
                         "encoder's (largest difference %.3g)", path,
                         float(np.abs(fresh - vectors[rows]).max()))
             return 0
-        added = 0
-        for key, vector in zip(keys, vectors):
-            if key not in self._cache:
-                self._store(key, vector)
-                added += 1
-        return added
+        return self._add(zip(keys, vectors))
 
 
 class SentenceEmbedder(EmbeddingCache):
