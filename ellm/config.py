@@ -26,7 +26,7 @@ from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import check_cache, parse_lm_spec
 from ellm.methods import resolve_method
-from ellm.precision import check_precision
+from ellm.precision import COMPILE_MODES, check_compile, check_precision
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
@@ -77,8 +77,8 @@ class RunOptions:
         "auto or an integer >= 0", lambda v: v == "auto" or (is_int(v) and v >= 0))
     seed: int = integer(0)
     precision: str = one_of("fp32", "bf16")
-    compile: bool | str = valid("true, false or reduce-overhead",
-                                lambda v: isinstance(v, bool) or v == "reduce-overhead")
+    compile: bool | str = valid(COMPILE_MODES,
+                                lambda v: isinstance(v, bool) or v in ("reduce-overhead", "graph"))
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
@@ -136,6 +136,7 @@ def validate(cfg: DictConfig) -> Game:
     game.validate(cfg)
     resolve_method(cfg, game)
     check_precision(cfg.precision, resolve_device(cfg.device))
+    check_compile(cfg.compile, resolve_device(cfg.device))
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
             checkpoint.resolve(cfg[key], key)  # CheckpointError naming the key

@@ -54,11 +54,26 @@ def check_precision(precision: str, device: torch.device) -> None:
         raise ConfigError(f"precision=bf16 on device={device}: {where}; use precision=fp32")
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """The autocast context of ``precision`` on ``device`` (a no-op context for fp32)."""
+def autocast(device: torch.device, precision: str,
+             cache: bool = True) -> contextlib.AbstractContextManager:
+    """The autocast context of ``precision`` on ``device`` (a no-op context for fp32);
+    ``cache=False`` for passes recorded as a CUDA graph, which cannot hold autocast's cache."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
+
+
+COMPILE_MODES = "true, false, reduce-overhead or graph"
+
+
+def check_compile(compile: object, device: torch.device) -> None:
+    """``compile`` is true, false, reduce-overhead or graph, and graph (a CUDA graph of the
+    whole step) runs on a CUDA device; else a ConfigError naming the key."""
+    if not (isinstance(compile, bool) or compile in ("reduce-overhead", "graph")):
+        raise ConfigError(f"compile={compile!r} is invalid: expected {COMPILE_MODES}")
+    if compile == "graph" and device.type != "cuda":
+        raise ConfigError(f"compile=graph records the update as a CUDA graph and needs a CUDA "
+                          f"device, not device={device}; use compile=true on a CPU")
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -69,5 +84,5 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-__all__ = ["CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support", "check_precision",
-           "cpu_flags", "to_device"]
+__all__ = ["COMPILE_MODES", "CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support",
+           "check_compile", "check_precision", "cpu_flags", "to_device"]

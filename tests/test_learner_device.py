@@ -6,6 +6,7 @@ same code on the CPU (bf16 where the CPU has AMX or AVX512-BF16)."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -78,10 +79,20 @@ def test_bf16_without_hardware_support_stops_the_config_before_training(monkeypa
             validate(cfg)
         with pytest.raises(ConfigError, match="precision"):
             validate(compose("config", overrides=["precision=half"]))
-        with pytest.raises(ConfigError, match="compile='maybe' is invalid: expected true, false "
-                                              "or reduce-overhead"):
+        with pytest.raises(ConfigError, match="compile='maybe' is invalid: expected true, false, "
+                                              "reduce-overhead or graph"):
             validate(compose("config", overrides=["compile=maybe"]))
         validate(compose("config", overrides=["device=cpu", "compile=reduce-overhead"]))
+        with pytest.raises(ConfigError, match="compile=graph .* needs a CUDA device, not "
+                                              "device=cpu; use compile=true on a CPU"):
+            validate(compose("config", overrides=["device=cpu", "compile=graph"]))
+
+
+def test_graph_is_refused_on_a_cpu_learner(embedder) -> None:
+    with pytest.raises(ConfigError, match="compile=graph .* needs a CUDA device"):
+        make_agent(embedder, use_goal=True, compile="graph")
+    with pytest.raises(ConfigError, match="compile='graphs' is invalid"):
+        make_agent(embedder, use_goal=True, compile="graphs")
 
 
 def _loss_after(agent, batch, updates: int = 1) -> list[float]:
@@ -165,12 +176,14 @@ def test_device_batches_are_pinned_copies_one_ahead_on_cuda() -> None:
 
 
 @needs_cuda
-@pytest.mark.parametrize("paper_setting", [False, True])  # texts apart; a joint pair
-def test_cuda_update_makes_no_host_sync(embedder, paper_setting) -> None:
+@pytest.mark.parametrize(("paper_setting", "compile"), [  # texts apart; a joint pair
+    (False, False), (True, False), (False, "graph")])
+def test_cuda_update_makes_no_host_sync(embedder, paper_setting, compile) -> None:
     agent = make_agent(embedder, device="cuda", use_goal=True, use_language_state="sbert",
-                       paper_setting=paper_setting)
+                       paper_setting=paper_setting, compile=compile)
     moved = DeviceBatches(iter([replay_batch(0)] * 4), CUDA)
-    agent.update(next(moved), step=4)  # embeds the batch's texts (a sync, once per new text)
+    # embeds the batch's texts (a sync, once per new text); with compile=graph also records
+    agent.update(next(moved), step=4)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -180,6 +193,8 @@ def test_cuda_update_makes_no_host_sync(embedder, paper_setting) -> None:
     assert all(v.device.type == "cuda" for m in metrics for v in m.values())
     rows = mean_metrics({k: [m[k] for m in metrics] for k in metrics[0]})
     assert np.isfinite(list(rows.values())).all()
+    if compile == "graph":
+        assert agent._graphed.recordings == 1  # recorded once, replayed since
 
 
 @needs_cuda
@@ -198,11 +213,75 @@ def test_cuda_graph_updates_keep_each_updates_metrics(embedder) -> None:
 
 
 @needs_cuda
-def test_bf16_update_on_cuda(embedder) -> None:
+@pytest.mark.parametrize("compile", [False, "graph"])
+def test_bf16_update_on_cuda(embedder, compile) -> None:
     if bf16_support(CUDA) is None:
         pytest.skip("this GPU does not support bf16")
     batch = make_batch(16, seed=3)
     fp32 = make_agent(embedder, device="cuda", use_goal=True)
-    bf16 = make_agent(embedder, device="cuda", use_goal=True, precision="bf16")
+    bf16 = make_agent(embedder, device="cuda", use_goal=True, precision="bf16", compile=compile)
     assert _loss_after(bf16, batch)[0] == pytest.approx(_loss_after(fp32, batch)[0], rel=0.05)
     assert all(p.dtype == torch.float32 for p in bf16.online.parameters())
+    losses = _loss_after(bf16, batch, updates=40)
+    assert losses[-1] < 0.5 * losses[0]
+
+
+# ----------------------------------------------------------------------------- compile=graph
+def _same_metrics(mine: dict, theirs: dict) -> None:
+    mine, theirs = read_metrics(mine), read_metrics(theirs)
+    assert mine.keys() == theirs.keys()
+    for key in mine:
+        assert mine[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6), key
+
+
+def _same_weights(a, b) -> None:
+    for (name, x), y in zip(a.online.state_dict().items(), b.online.state_dict().values()):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6), name
+
+
+@needs_cuda
+@pytest.mark.parametrize("paper_setting", [False, True])  # texts apart; a joint pair
+def test_graphed_updates_are_eager_updates(embedder, paper_setting) -> None:
+    """compile=graph records the whole step once (its warm-up steps undone) and replays it:
+    each update's own metrics are kept (the graph rewrites its outputs), and the losses, the
+    weights and Adam's step count are those of eager updates on the same batches."""
+    kw = {"device": "cuda", "use_goal": True, "use_language_state": "sbert",
+              "paper_setting": paper_setting}
+    graphed, eager = make_agent(embedder, compile="graph", **kw), make_agent(embedder, **kw)
+    batches = [replay_batch(i) for i in range(6)]
+    kept = [graphed.update(b, step=4 * (i + 1)) for i, b in enumerate(batches)]
+    fresh = [eager.update(b, step=4 * (i + 1)) for i, b in enumerate(batches)]
+    assert graphed._graphed.recordings == 1
+    assert len({read_metrics(m)["loss"] for m in kept}) == len(batches)  # not the last one's
+    for mine, theirs in zip(kept, fresh):
+        _same_metrics(mine, theirs)
+    _same_weights(graphed, eager)
+    steps = {float(s["step"]) for s in graphed.optimizer.state.values()}
+    assert steps == {float(len(batches))}  # the warm-up steps were undone
+
+
+@needs_cuda
+def test_graphed_step_records_again_after_a_resume(embedder) -> None:
+    """Resuming replaces Adam's state tensors, which the old recording points at: the next
+    update records again, and the resumed run goes on as an eager one would."""
+    kw = {"device": "cuda", "use_goal": True}
+    first = make_agent(embedder, compile="graph", **kw)
+    for i in range(3):
+        first.update(replay_batch(i), step=4 * (i + 1))
+    saved = io.BytesIO()
+    torch.save(first.state_dict(), saved)
+
+    def snapshot() -> dict:  # each agent its own tensors, as from a snapshot file (an
+        saved.seek(0)        # optimiser loads a state dict's tensors without copying them)
+        return torch.load(saved, weights_only=False)
+
+    resumed, eager = make_agent(embedder, compile="graph", **kw), make_agent(embedder, **kw)
+    resumed.update(replay_batch(9), step=4)  # recorded before the resume
+    resumed.load_state_dict(snapshot())
+    eager.load_state_dict(snapshot())
+    assert resumed._graphed.recordings == 0
+    for i in range(3, 6):
+        _same_metrics(resumed.update(replay_batch(i), step=4 * (i + 1)),
+                      eager.update(replay_batch(i), step=4 * (i + 1)))
+    assert resumed._graphed.recordings == 1
+    _same_weights(resumed, eager)
