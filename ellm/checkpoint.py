@@ -8,13 +8,14 @@ no live objects are pickled, so checkpoints survive library upgrades.
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from ellm.files import atomic_write
 
 FORMAT = 1
 SNAPSHOT_NAME = "snapshot.pt"
@@ -31,20 +32,8 @@ def save(path: str | Path, agent_state: dict[str, Any], meta: dict[str, Any]) ->
     """Write atomically: a crash leaves either the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("wb") as f:
-            torch.save({"format": FORMAT, "agent": agent_state, "meta": meta}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_write(path, sync_dir=True) as f:
+        torch.save({"format": FORMAT, "agent": agent_state, "meta": meta}, f)
     return path
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+from ellm.files import atomic_write
 
 if TYPE_CHECKING:  # importing sentence_transformers costs 5-10 s; do it only when loading
     from sentence_transformers import SentenceTransformer
@@ -164,16 +165,9 @@ class EmbeddingCache:
                    else np.zeros((0, self.dim), dtype=np.float32))
         header = {"identity": self.identity(),
                   "keys": [k if isinstance(k, str) else list(k) for k in keys]}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("wb") as f:
-                np.savez(f, vectors=vectors, header=np.frombuffer(
-                    json.dumps(header).encode(), dtype=np.uint8))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_write(path) as f:
+            np.savez(f, vectors=vectors, header=np.frombuffer(
+                json.dumps(header).encode(), dtype=np.uint8))
         return len(keys)
 
     def load(self, path: str | Path, probes: int = 3) -> int:

@@ -5,12 +5,13 @@ config, no run directory left behind by one, and the run's ``config.json`` writt
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+
+from ellm.files import atomic_write
 
 CONFIG_ERROR = 2  # exit code of every config rejected before a run starts (ours or Hydra's)
 
@@ -24,16 +25,9 @@ class Run(Protocol):
 def write_json(path: Path, data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` atomically: a temp file, fsync, rename; a crash leaves
     the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
     return path
 
 

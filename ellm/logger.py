@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import csv
 import logging
-import os
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from ellm.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +55,10 @@ class CsvFile:
             rows = list(csv.DictReader(text.splitlines()))
         if keep_until is not None:
             rows = [r for r in rows if _frame(r) is not None and _frame(r) <= keep_until]
-        tmp = self.path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="") as f:
+        with atomic_write(self.path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             writer.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
         self.fields = fields
 
 

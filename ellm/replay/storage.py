@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ellm.files import atomic_write
 from ellm.replay.strings import StringTable
 
 EPISODE_DTYPES: dict[str, type] = {
@@ -60,17 +61,8 @@ def list_episode_files(replay_dir: Path) -> list[EpisodeFile]:
 def save_episode(path: Path, episode: dict[str, np.ndarray]) -> None:
     """Write ``episode`` to ``path`` atomically: a temp file, fsync, rename, fsync of the dir."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}{_TMP_SUFFIX}")
-    with open(tmp, "wb") as f:
+    with atomic_write(path, tmp=path.with_name(f".{path.name}{_TMP_SUFFIX}"), sync_dir=True) as f:
         np.savez_compressed(f, **episode)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def load_episode(path: Path) -> dict[str, np.ndarray]:

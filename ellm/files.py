@@ -1,0 +1,37 @@
+"""Files written so that a crash or a kill leaves the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
+                 sync_dir: bool = False, **open_kwargs: Any) -> Iterator[IO[Any]]:
+    """Open a temp file beside ``path`` (``tmp``, default ``.NAME.PID.tmp``) for the body to
+    write; when the body ends cleanly, flush and fsync it and rename it over ``path`` (then
+    fsync the folder too with ``sync_dir``, so the rename itself survives a power loss). If the
+    body raises, the temp file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode, **open_kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if sync_dir:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+__all__ = ["atomic_write"]
