@@ -68,6 +68,9 @@ class Workspace(ActorLoop):
         seed_everything(cfg.seed)
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
+        # The LM budget is the run's: the dollars its earlier parts spent are not spent again.
+        self.lm_spent_before = (float(snapshot[1].get("lm_spent", 0.0))
+                                if snapshot is not None and resuming else 0.0)
         self._build_rollouts(keep)
         self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
@@ -99,8 +102,10 @@ class Workspace(ActorLoop):
         own env and goal source; the evaluator scores only the game's goal reward (its
         intrinsic return)."""
         cfg, game = self.cfg, self.game
-        if self.num_actors > 1:  # every process holds a share of the LM budget
-            cfg = lm_budget_share(cfg, self.num_actors + 1)
+        if self.num_actors > 1 or self.lm_spent_before:  # every process holds a share of
+            # the LM budget, of what the run's earlier parts left
+            cfg = lm_budget_share(cfg, self.num_actors + 1 if self.num_actors > 1 else 1,
+                                  self.lm_spent_before)
         parts = rollout_parts(cfg, game, self.method, self.device,
                               cfg.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
@@ -307,6 +312,11 @@ class Workspace(ActorLoop):
                 totals[key] = totals.get(key, 0.0) + value
         return {f"lm/{k}": v for k, v in totals.items()}
 
+    def lm_spent(self) -> float:
+        """LM dollars the whole run has spent: its earlier parts' (a resumed run) and this
+        part's (every process's, as last reported)."""
+        return self.lm_spent_before + self._lm_metrics().get("lm/budget_spent", 0.0)
+
     def _close_lm(self) -> dict[str, float]:
         """Close both suggesters: a non-blocking one lets its requests in flight finish, so
         their answers are cached and counted. Returns the LM metrics when they changed since
@@ -333,6 +343,7 @@ class Workspace(ActorLoop):
             "rng": rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
             "actor_env_episodes": list(self.actor_env_episodes),
+            "lm_spent": self.lm_spent(),
         }
         text = getattr(self.agent, "text", None)
         if self.cfg.save_buffer and text is not None:  # the replay is kept: so are its texts'
@@ -350,6 +361,11 @@ class Workspace(ActorLoop):
         self.actor_env_episodes = [int(n) for n in meta.get("actor_env_episodes", [])]
         log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
                  self.episode)
+        if self.lm_spent_before:
+            log.info("LM budget: $%.4f spent before this resumption, $%.4f left of $%.2f",
+                     self.lm_spent_before, max(0.0, float(self.cfg.env_spec.lm_spec.budget) -
+                                               self.lm_spent_before),
+                     float(self.cfg.env_spec.lm_spec.budget))
         text = getattr(self.agent, "text", None)
         saved = checkpoint.resolve(self.cfg.snapshot_path, "snapshot_path").with_name(
             checkpoint.EMBEDDINGS_NAME)

@@ -435,3 +435,28 @@ def test_kill_9_with_requests_in_flight_then_resume(train, server, tmp_path):
     second = [p for _, p in received[before:]]
     assert len(set(first)) == len(first) and len(set(second)) == len(second)
     assert set(first) & set(second) <= in_flight
+
+
+@pytest.mark.e2e
+def test_a_resumed_run_does_not_spend_its_lm_budget_again(train, server, tmp_path):
+    """The budget is the run's, not each process's: a run that spent it and is resumed from its
+    snapshot sends no more requests, and its snapshot says what it had spent."""
+    server.default = Reply.bullets("chop tree")
+    args = [a for a in lm_overrides(server, "NBBUDGET", 80) if "blocking" not in a]
+    args += ["env_spec.lm_spec.budget=2.5", "+env_spec.lm_spec.price=[10000,0]"]  # $1 an answer
+    train(*args, timeout=200)
+    run = find_run(tmp_path, "NBBUDGET")
+    first = csv_rows(run / "lm.csv")[-1]
+    assert float(first["budget_exhausted"]) == 1 and float(first["budget_spent"]) >= 2.5
+    meta = torch.load(run / "snapshot.pt", weights_only=True)["meta"]
+    assert meta["lm_spent"] == pytest.approx(float(first["budget_spent"]))
+    sent = len(server.requests)
+
+    train(*[a for a in args if not a.startswith("num_train_frames")], "num_train_frames=160",
+          f"snapshot_path={run}", timeout=200)
+    assert len(server.requests) == sent  # no fresh budget for the resumed process
+    rows = csv_rows(run / "lm.csv")
+    assert float(rows[-1]["budget_exhausted"]) == 1 and float(rows[-1]["budget_refusals"]) > 0
+    assert "spent before this resumption, $0.0000 left of $2.50" in (run / "train.log").read_text()
+    meta = torch.load(run / "snapshot.pt", weights_only=True)["meta"]
+    assert meta["frame"] == 160 and meta["lm_spent"] == pytest.approx(float(first["budget_spent"]))

@@ -51,7 +51,8 @@ class ActorLoop:
         cfg = self.cfg
         with ActorPool(cfg, self.num_actors, self.agent.policy_state(), frame=self.frame,
                        decay_from=self.first_reward_frame,
-                       env_episodes=self.actor_env_episodes) as pool:
+                       env_episodes=self.actor_env_episodes,
+                       lm_spent=self.lm_spent_before) as pool:
             self._first_evaluation()  # the actors start up meanwhile
             self.actor_env_episodes += [0] * (self.num_actors - len(self.actor_env_episodes))
             self._open, self._row, self._row_frame = OpenEpisodes(self.storage), Episode(), self.frame

@@ -44,11 +44,12 @@ def actor_seed(seed: int, index: int, *more: int) -> int:
     return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
 
 
-def lm_budget_share(cfg: DictConfig, parts: int) -> DictConfig:
-    """``cfg`` with ``env_spec.lm_spec.budget`` divided by ``parts``: every process holds its
-    own budget ledger, so each gets an equal share and the run never spends more in all."""
+def lm_budget_share(cfg: DictConfig, parts: int, spent: float = 0.0) -> DictConfig:
+    """``cfg`` with ``env_spec.lm_spec.budget`` less ``spent`` (the dollars a resumed run's
+    earlier parts spent), divided by ``parts``: every process holds its own budget ledger, so
+    each gets an equal share of what is left and the run never spends more in all."""
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    out.env_spec.lm_spec.budget = float(cfg.env_spec.lm_spec.budget) / parts
+    out.env_spec.lm_spec.budget = max(0.0, float(cfg.env_spec.lm_spec.budget) - spent) / parts
     return out
 
 
@@ -62,15 +63,18 @@ def _log_file() -> str | None:
 class ActorPool:
     """``num_actors`` actor processes (see the module docstring). ``state`` is the learner's
     ``policy_state()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
-    each actor's env resets before (a resumed run)."""
+    each actor's env resets before and ``lm_spent`` the LM dollars spent before (a resumed
+    run)."""
 
     def __init__(self, cfg: DictConfig, num_actors: int, state: Mapping[str, Any], *,
-                 frame: int, decay_from: int | None, env_episodes: Sequence[int] = ()):
+                 frame: int, decay_from: int | None, env_episodes: Sequence[int] = (),
+                 lm_spent: float = 0.0):
         self.context = mp.get_context("spawn")
         self.num_actors = num_actors
         self.policy = SharedPolicy(self.context, state)
         self.shared = Shared(self.context, num_actors, frame, decay_from)
-        config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1), resolve=True)
+        config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1, lm_spent),
+                                        resolve=True)
         episodes = list(env_episodes) + [0] * num_actors
         self.specs = [ActorSpec(i, config, actor_seed(cfg.seed, i),
                                 actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
