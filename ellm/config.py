@@ -26,7 +26,7 @@ from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import check_cache, parse_lm_spec
 from ellm.methods import resolve_method
-from ellm.precision import COMPILE_MODES, check_compile, check_precision
+from ellm.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
@@ -78,7 +78,7 @@ class RunOptions:
     seed: int = integer(0)
     precision: str = one_of("fp32", "bf16")
     compile: bool | str = valid(COMPILE_MODES,
-                                lambda v: isinstance(v, bool) or v in ("reduce-overhead", "graph"))
+                                lambda v: isinstance(v, bool) or v in COMPILE_STRINGS)
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)

@@ -14,8 +14,8 @@ What the recording needs and how it is kept exact:
 * Recording runs the step a few times first (warm-up, on a side stream, as CUDA graphs ask);
   those steps are undone: the weights and Adam's state are put back as they were, in place
   (the graph holds their addresses), so the first update is the same as an eager one.
-* Anything that replaces the optimiser or its state tensors (resuming, finetuning) drops the
-  recording; the next update records again. So does a batch of another shape or dtype.
+* Anything that replaces the optimiser or its state tensors (resuming, finetuning) makes the
+  agent start a new :class:`GraphedStep`; the next update records again. So does a batch of another shape or dtype.
 * The gradients live in the graph's memory: nothing else may set them to None.
 """
 
@@ -56,13 +56,8 @@ class GraphedStep:
         self.graph.replay()
         return {name: value.clone() for name, value in self.static_out.items()}
 
-    def reset(self) -> None:
-        """Forget the recording (the optimiser or its state tensors were replaced)."""
-        self.graph, self.key, self.static_in, self.static_out = None, None, [], {}
-
     # ------------------------------------------------------------------ recording
     def _record(self, inputs: Inputs, key: tuple) -> None:
-        self.reset()
         static = [None if t is None else t.detach().clone() for t in inputs]
         saved = self._save()
         side = torch.cuda.Stream()

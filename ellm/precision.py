@@ -63,13 +63,14 @@ def autocast(device: torch.device, precision: str,
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
 
 
+COMPILE_STRINGS = ("reduce-overhead", "graph")  # compile's values besides true and false
 COMPILE_MODES = "true, false, reduce-overhead or graph"
 
 
 def check_compile(compile: object, device: torch.device) -> None:
     """``compile`` is true, false, reduce-overhead or graph, and graph (a CUDA graph of the
     whole step) runs on a CUDA device; else a ConfigError naming the key."""
-    if not (isinstance(compile, bool) or compile in ("reduce-overhead", "graph")):
+    if not (isinstance(compile, bool) or compile in COMPILE_STRINGS):
         raise ConfigError(f"compile={compile!r} is invalid: expected {COMPILE_MODES}")
     if compile == "graph" and device.type != "cuda":
         raise ConfigError(f"compile=graph records the update as a CUDA graph and needs a CUDA "
@@ -84,5 +85,5 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-__all__ = ["COMPILE_MODES", "CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support",
+__all__ = ["COMPILE_MODES", "COMPILE_STRINGS", "CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support",
            "check_compile", "check_precision", "cpu_flags", "to_device"]
