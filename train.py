@@ -130,12 +130,14 @@ def check_before_hydra(argv: list[str]) -> None:
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
+    from ellm import interrupt
     from ellm.actors import ActorFailed
     from ellm.checkpoint import CheckpointError
     from ellm.config import ConfigError
     from ellm.workspace import Workspace
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    interrupt.install()
     try:
         workspace = Workspace(cfg, run_dir)
     except (ConfigError, CheckpointError, ValueError) as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ellm import interrupt
 from ellm.games import Game
 from ellm.goals import Goals
 from ellm.rollout import Rollout
@@ -64,6 +65,7 @@ class Evaluator:
         """One episode with the method's goals; (the game's episode stats, the rollout's
         summary)."""
         self.rollout.reset()
+        interrupt.check()  # a Ctrl-C dropped during the reset's world generation
         while True:
             step = self.rollout.step(lambda inputs: agent.act(inputs, frame, eval_mode=True))
             if step.last:

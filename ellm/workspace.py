@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
-from ellm import checkpoint
+from ellm import checkpoint, interrupt
 from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share
 from ellm.actors.loop import ActorLoop, Episode
 from ellm.agent import mean_metrics
@@ -190,6 +190,7 @@ class Workspace(ActorLoop):
         self._first_evaluation()
         episode = self._start_episode()
         while self.frame < self.cfg.num_train_frames:
+            interrupt.check()
             step = self._step(episode)
             if self._should_update():
                 self._update(episode)

@@ -155,11 +155,12 @@ def _check_accounting(out: Path, last_frame: int) -> None:
 
 @pytest.fixture
 def start(tmp_path):
-    """Starts a long run with two actors and returns, once training rows appear, (process, run
-    dir, actor pids); a run still going when the test ends is killed (its actors die with it)."""
+    """Starts a long run with two actors and returns, once both actors are ready and training
+    rows appear (``started_only``: once both are started), (process, run dir, actor pids); a
+    run still going when the test ends is killed (its actors die with it)."""
     started: list[subprocess.Popen] = []
 
-    def run(exp: str) -> tuple[subprocess.Popen, Path, dict[int, int]]:
+    def run(exp: str, started_only: bool = False) -> tuple[subprocess.Popen, Path, dict[int, int]]:
         args = [sys.executable, str(ROOT / "train.py"), *LONG, f"exp_name={exp}"]
         # A process started with SIGINT ignored (a shell's background job: pytest run with `&`)
         # passes the ignore on to its children, and Python then never raises KeyboardInterrupt.
@@ -174,13 +175,17 @@ def start(tmp_path):
         started.append(proc)
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None:
-            found = list(tmp_path.glob(f"exp_local/*/{exp}_*/train.csv"))
-            if found and len(csv_rows(found[0])) >= 2:
-                log = (found[0].parent / "train.log").read_text()
-                pids = {int(i): int(p)
-                        for i, p in re.findall(r"actor (\d) started: pid (\d+)", log)}
+            found = list(tmp_path.glob(f"exp_local/*/{exp}_*/train.log"))
+            log = found[0].read_text() if found else ""
+            pids = {int(i): int(p)
+                    for i, p in re.findall(r"actor (\d) started: pid (\d+)", log)}
+            if started_only and len(pids) == 2:
                 return proc, found[0].parent, pids
-            time.sleep(0.5)
+            rows = found[0].parent / "train.csv" if found else None
+            if (not started_only and log.count(": ready in ") == 2 and rows.exists()
+                    and len(csv_rows(rows)) >= 2):
+                return proc, found[0].parent, pids
+            time.sleep(0.05 if started_only else 0.5)
         raise AssertionError(f"no training rows: {proc.communicate(timeout=60)[1][-3000:]}")
 
     yield run
@@ -233,7 +238,26 @@ def test_ctrl_c_stops_the_actors_and_the_run_cleanly(start):
     assert proc.returncode == 130
     assert "interrupted at frame" in err and "Traceback" not in err
     assert _gone(pids.values(), timeout=1.0)  # joined before the main process ended
-    assert "terminating it" not in (out / "train.log").read_text()  # each stopped by itself
+    log = (out / "train.log").read_text()
+    assert "terminating it" not in log and "terminated" not in log  # each stopped by itself
+
+
+def test_ctrl_c_while_the_actors_start_up_does_not_wait_for_them(start):
+    """An actor still importing and building (seconds) has sent nothing: it is terminated at
+    once, not waited for until it would see the stop event. The SIGINT lands in the main
+    process's first evaluation, where numba's callbacks (Crafter's world generation) may drop
+    the KeyboardInterrupt: the run still stops (ellm.interrupt)."""
+    proc, out, pids = start("CTRLC_START", started_only=True)
+    assert ": ready in " not in (out / "train.log").read_text()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "interrupted at frame 0" in err and "Traceback" not in err
+    assert _gone(pids.values(), timeout=1.0)
+    log = (out / "train.log").read_text()
+    for index, pid in pids.items():
+        assert f"actor {index} (pid {pid}) was still starting: terminated" in log
+    assert "did not stop" not in log
 
 
 def test_one_actor_is_the_one_process_loop(tmp_path):

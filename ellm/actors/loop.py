@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ellm import interrupt
 from ellm.actors.learner import OpenEpisodes
 from ellm.actors.messages import Chunk, EpisodeEnd
 from ellm.actors.pool import ActorPool
@@ -58,6 +59,7 @@ class ActorLoop:
             self._open, self._row, self._row_frame = OpenEpisodes(self.storage), Episode(), self.frame
             self._updates_done, published = self._updates_due(), self.frame
             while self.frame < cfg.num_train_frames:
+                interrupt.check()
                 with self._row.timer("receive"):  # waiting for the actors
                     chunk = pool.receive()
                 self._take(chunk)

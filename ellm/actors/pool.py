@@ -2,11 +2,11 @@
 stop them.
 
 :class:`ActorPool` is a context manager: entering spawns the actor processes (their pids go to
-the log), leaving stops them (the stop event, then a join while their queue is drained, then
-SIGTERM for any that did not stop in time), whatever ended the run: its end, an actor's
-failure, Ctrl-C. :meth:`ActorPool.receive` returns the next chunk from any actor's pipe; an
-actor that raised, or died (its pipe ends, or its exit code is set), stops the run with
-:class:`ActorFailed` naming it.
+the log), leaving stops them (the stop event, then a join while their pipes are drained, then
+SIGTERM for any that did not stop in time; SIGTERM at once for any still starting up),
+whatever ended the run: its end, an actor's failure, Ctrl-C. :meth:`ActorPool.receive` returns
+the next chunk from any actor's pipe; an actor that raised, or died (its pipe ends, or its exit
+code is set), stops the run with :class:`ActorFailed` naming it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
-from ellm.actors.shared import Shared, SharedPolicy
+from ellm.actors.shared import STARTING, Shared, SharedPolicy
 from ellm.actors.worker import ActorSpec, actor_main
 from ellm.lm.watch import signal_name
 
@@ -99,8 +99,14 @@ class ActorPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Stop every actor: an actor blocked on a full pipe is unblocked by the reads here."""
+        """Stop every actor: an actor blocked on a full pipe is unblocked by the reads here.
+        One still being built (imports, text model, env) has sent nothing and would see the
+        stop event only once built: it is terminated at once."""
         self.shared.stop.set()
+        for index, process in enumerate(self.processes):
+            if self.shared.state[index] == STARTING and process.is_alive():
+                log.info("actor %d (pid %d) was still starting: terminated", index, process.pid)
+                process.terminate()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while any(p.is_alive() for p in self.processes) and time.monotonic() < deadline:
             for pipe in wait(self.pipes, timeout=0.05):

@@ -3,8 +3,8 @@
 :class:`SharedPolicy` holds the learner's state dict in shared memory (tensors allocated once,
 overwritten in place) with a version number: the learner publishes, an actor loads only when
 the version moved. :class:`Shared` holds the counters an actor reads (the run's frame, the
-frame epsilon started to decay at, the frames the learner took from each actor) and the stop
-event. No pickle crosses per step: only chunks go through the queue.
+frame epsilon started to decay at, the frames the learner took from each actor, each actor's
+state) and the stop event. No pickle crosses per step: only chunks go through the queue.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+
+# An actor's state: being built (imports, text model, env), or acting, or ending by itself (it
+# stopped, or failed and reported it).
+STARTING, RUNNING, ENDING = 0, 1, 2
 
 
 def _share(state: Any) -> Any:
@@ -65,6 +69,7 @@ class Shared:
         self.decay_from = context.Value("q", -1 if decay_from is None else decay_from,
                                         lock=False)
         self.taken = context.Array("q", num_actors, lock=False)
+        self.state = context.Array("b", num_actors, lock=False)  # actor i's: STARTING, ...
         self.stop = context.Event()
 
     def wait_for_room(self, actor: int, produced: int, ahead: int) -> None:
@@ -74,4 +79,4 @@ class Shared:
             time.sleep(0.002)
 
 
-__all__ = ["Shared", "SharedPolicy"]
+__all__ = ["ENDING", "RUNNING", "STARTING", "Shared", "SharedPolicy"]

@@ -1,0 +1,50 @@
+"""Ctrl-C that is never lost.
+
+Python raises :class:`KeyboardInterrupt` wherever the main thread is when SIGINT arrives. Inside
+a ctypes callback the exception is printed ("Exception ignored on calling ctypes callback
+function") and dropped, and the run goes on: numba compiling (or loading from its cache)
+Crafter's world-generation noise at a process's first reset runs such callbacks (llvmlite), so
+a Ctrl-C in a run's first seconds was lost. :func:`install` (called by ``train.py``) makes the
+SIGINT handler record the interrupt as well as raise it, and the loops call :func:`check` at
+each frame, chunk and evaluation episode: a dropped interrupt is raised again there, and its
+"Exception ignored" traceback is not printed.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+_pending = False
+_unraisable = sys.unraisablehook
+
+
+def _quiet_dropped_interrupt(unraisable: Any) -> None:
+    """Python's hook for exceptions it cannot raise, silent for an interrupt check() raises."""
+    if not (_pending and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+        _unraisable(unraisable)
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    _pending = True
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Record SIGINT as well as raise it, unless SIGINT is ignored (a background job)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _handler)
+        sys.unraisablehook = _quiet_dropped_interrupt
+
+
+def check() -> None:
+    """Raise :class:`KeyboardInterrupt` if SIGINT arrived since :func:`install` (its first
+    raise may have been dropped)."""
+    if _pending:
+        raise KeyboardInterrupt
+
+
+__all__ = ["check", "install"]
