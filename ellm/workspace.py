@@ -27,7 +27,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint, interrupt
-from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share
+from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share, pool_lm_metrics
 from ellm.actors.loop import ActorLoop, Episode
 from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
@@ -45,6 +45,8 @@ from ellm.rollout import Rollout, Step
 from ellm.timing import Progress, Timer
 
 log = logging.getLogger(__name__)
+
+LM_GAUGES = ("budget_exhausted", "in_flight")  # LM metrics of a moment, not counts
 
 
 class Workspace(ActorLoop):
@@ -69,8 +71,10 @@ class Workspace(ActorLoop):
         # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
         # The LM budget is the run's: the dollars its earlier parts spent are not spent again.
-        self.lm_spent_before = (float(snapshot[1].get("lm_spent", 0.0))
-                                if snapshot is not None and resuming else 0.0)
+        # lm.csv's counters go on from what the earlier parts counted.
+        earlier = snapshot[1] if snapshot is not None and resuming else {}
+        self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
+        self.lm_before: dict[str, float] = dict(earlier.get("lm_metrics", {}))
         self._build_rollouts(keep)
         self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
@@ -303,20 +307,34 @@ class Workspace(ActorLoop):
         if self.cfg.save_snapshot:
             self.save_snapshot()
 
-    def _lm_metrics(self) -> dict[str, float]:
-        """LM counters of the training and evaluation suggesters together (the budget entries
-        describe the one process-wide ledger, so they are taken once; with actors, every
-        process has its own and :class:`ActorGoals` pools them all)."""
+    def _lm_part(self) -> dict[str, float]:
+        """LM counters of this part of the run (since its start or resumption), of the
+        training and evaluation suggesters together (the budget entries describe the one
+        process-wide ledger, so they are taken once; with actors, every process has its own
+        and :class:`ActorGoals` pools them all)."""
         totals = dict(self.goals.metrics())
         for key, value in self.eval_goals.metrics().items():
             if not (key.startswith("budget_") or isinstance(self.goals, ActorGoals)):
                 totals[key] = totals.get(key, 0.0) + value
-        return {f"lm/{k}": v for k, v in totals.items()}
+        return totals
+
+    def _lm_counts(self) -> dict[str, float]:
+        """The run's LM counters: this part's added to its earlier parts' (a resumed run), so
+        that they count on across resumptions; the gauges (``LM_GAUGES``) are this part's."""
+        part = self._lm_part()
+        if not self.lm_before:
+            return part
+        totals = pool_lm_metrics([self.lm_before, part])
+        totals.update({k: part[k] for k in LM_GAUGES if k in part})
+        return totals
+
+    def _lm_metrics(self) -> dict[str, float]:
+        return {f"lm/{k}": v for k, v in self._lm_counts().items()}
 
     def lm_spent(self) -> float:
         """LM dollars the whole run has spent: its earlier parts' (a resumed run) and this
         part's (every process's, as last reported)."""
-        return self.lm_spent_before + self._lm_metrics().get("lm/budget_spent", 0.0)
+        return self.lm_spent_before + self._lm_part().get("budget_spent", 0.0)
 
     def _close_lm(self) -> dict[str, float]:
         """Close both suggesters: a non-blocking one lets its requests in flight finish, so
@@ -345,6 +363,7 @@ class Workspace(ActorLoop):
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
             "actor_env_episodes": list(self.actor_env_episodes),
             "lm_spent": self.lm_spent(),
+            "lm_metrics": self._lm_counts(),
         }
         text = getattr(self.agent, "text", None)
         if self.cfg.save_buffer and text is not None:  # the replay is kept: so are its texts'

@@ -124,6 +124,8 @@ def test_frames_are_the_totals_of_all_actors_and_updates_keep_the_ratio(train, t
     assert all(after >= before for before, after in pairs)  # never back to the first worlds
     assert any(after > before for before, after in pairs)
     assert [int(r["frame"]) for r in csv_rows(out / "eval.csv")] == [0, 160, 320, 480]
+    queries = [float(r["queries"]) for r in csv_rows(out / "lm.csv")]  # all processes' counts
+    assert queries == sorted(queries) and queries[-1] > queries[2] > 0  # on from the snapshot
 
 
 def test_the_texts_actors_embedded_to_act_reach_the_learner(train, tmp_path):

@@ -440,7 +440,8 @@ def test_kill_9_with_requests_in_flight_then_resume(train, server, tmp_path):
 @pytest.mark.e2e
 def test_a_resumed_run_does_not_spend_its_lm_budget_again(train, server, tmp_path):
     """The budget is the run's, not each process's: a run that spent it and is resumed from its
-    snapshot sends no more requests, and its snapshot says what it had spent."""
+    snapshot sends no more requests, and its snapshot says what it had spent. lm.csv counts
+    on across the resumption."""
     server.default = Reply.bullets("chop tree")
     args = [a for a in lm_overrides(server, "NBBUDGET", 80) if "blocking" not in a]
     args += ["env_spec.lm_spec.budget=2.5", "+env_spec.lm_spec.price=[10000,0]"]  # $1 an answer
@@ -457,6 +458,12 @@ def test_a_resumed_run_does_not_spend_its_lm_budget_again(train, server, tmp_pat
     assert len(server.requests) == sent  # no fresh budget for the resumed process
     rows = csv_rows(run / "lm.csv")
     assert float(rows[-1]["budget_exhausted"]) == 1 and float(rows[-1]["budget_refusals"]) > 0
+    # The counters count on from the first part's: the run's totals, never back to 0.
+    queries = [float(r["queries"]) for r in rows]
+    assert queries == sorted(queries) and queries[-1] > float(first["queries"])
+    assert float(rows[-1]["api_calls"]) == float(first["api_calls"])
+    assert float(rows[-1]["budget_spent"]) == pytest.approx(float(first["budget_spent"]))
+    assert float(rows[-1]["budget_refusals"]) > float(first["budget_refusals"])
     assert "spent before this resumption, $0.0000 left of $2.50" in (run / "train.log").read_text()
     meta = torch.load(run / "snapshot.pt", weights_only=True)["meta"]
     assert meta["frame"] == 160 and meta["lm_spent"] == pytest.approx(float(first["budget_spent"]))

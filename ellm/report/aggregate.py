@@ -183,8 +183,9 @@ LM_COUNTERS = ("queries", "api_calls", "cache_hits", "cache_misses", "prompt_tok
 
 
 def lm_totals(run: Run) -> tuple[int, dict[str, float]]:
-    """(frames covered, totals of the cumulative ``lm.csv`` counters). The counters restart at 0
-    when a run is resumed; a drop in ``queries`` marks such a restart and the totals add up."""
+    """(frames covered, totals of the cumulative ``lm.csv`` counters). A resumed run counts on
+    from its snapshot's counters; run dirs of earlier versions restart them at 0, and a drop in
+    ``queries`` marks such a restart: the totals add up the parts."""
     rows = run.csvs.get("lm", [])
     if not rows:
         return 0, {}
