@@ -75,6 +75,7 @@ class Evaluator:
         """Show only ``goal``; success = the game says the goal was achieved."""
         assert self.goal_rollout is not None, "single goals need a goal rollout"
         self.goal_rollout.reset(goals=[goal])
+        interrupt.check()
         while True:
             step = self.goal_rollout.step(lambda inputs: agent.act(inputs, frame, eval_mode=True))
             if self.game.goal_achieved(step.info, goal):

@@ -41,9 +41,11 @@ def install() -> None:
 
 
 def check() -> None:
-    """Raise :class:`KeyboardInterrupt` if SIGINT arrived since :func:`install` (its first
-    raise may have been dropped)."""
+    """Raise :class:`KeyboardInterrupt` if SIGINT arrived since :func:`install` or the last
+    check (its first raise may have been dropped)."""
+    global _pending
     if _pending:
+        _pending = False
         raise KeyboardInterrupt
 
 

@@ -27,7 +27,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint, interrupt
-from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share, pool_lm_metrics
+from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share, lm_counts_on, pool_lm_metrics
 from ellm.actors.loop import ActorLoop, Episode
 from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
@@ -45,8 +45,6 @@ from ellm.rollout import Rollout, Step
 from ellm.timing import Progress, Timer
 
 log = logging.getLogger(__name__)
-
-LM_GAUGES = ("budget_exhausted", "in_flight")  # LM metrics of a moment, not counts
 
 
 class Workspace(ActorLoop):
@@ -299,6 +297,8 @@ class Workspace(ActorLoop):
 
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.frame)
+        if self.frame >= self.cfg.num_train_frames:  # the run's last row and snapshot count
+            self._close_lm()  # the answers to the requests still in flight
         self._lm_logged = self._lm_metrics()
         self.logger.log({**metrics, **self._lm_logged}, self.frame)
         if metrics:
@@ -312,21 +312,15 @@ class Workspace(ActorLoop):
         training and evaluation suggesters together (the budget entries describe the one
         process-wide ledger, so they are taken once; with actors, every process has its own
         and :class:`ActorGoals` pools them all)."""
-        totals = dict(self.goals.metrics())
-        for key, value in self.eval_goals.metrics().items():
-            if not (key.startswith("budget_") or isinstance(self.goals, ActorGoals)):
-                totals[key] = totals.get(key, 0.0) + value
-        return totals
+        if isinstance(self.goals, ActorGoals):
+            return self.goals.metrics()
+        evaluation = {k: v for k, v in self.eval_goals.metrics().items()
+                      if not k.startswith("budget_")}
+        return pool_lm_metrics([self.goals.metrics(), evaluation])
 
     def _lm_counts(self) -> dict[str, float]:
-        """The run's LM counters: this part's added to its earlier parts' (a resumed run), so
-        that they count on across resumptions; the gauges (``LM_GAUGES``) are this part's."""
-        part = self._lm_part()
-        if not self.lm_before:
-            return part
-        totals = pool_lm_metrics([self.lm_before, part])
-        totals.update({k: part[k] for k in LM_GAUGES if k in part})
-        return totals
+        """The run's LM counters: this part's added to its earlier parts' (a resumed run)."""
+        return lm_counts_on(self.lm_before, self._lm_part())
 
     def _lm_metrics(self) -> dict[str, float]:
         return {f"lm/{k}": v for k, v in self._lm_counts().items()}

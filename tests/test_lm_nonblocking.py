@@ -467,3 +467,18 @@ def test_a_resumed_run_does_not_spend_its_lm_budget_again(train, server, tmp_pat
     assert "spent before this resumption, $0.0000 left of $2.50" in (run / "train.log").read_text()
     meta = torch.load(run / "snapshot.pt", weights_only=True)["meta"]
     assert meta["frame"] == 160 and meta["lm_spent"] == pytest.approx(float(first["budget_spent"]))
+
+
+@pytest.mark.e2e
+def test_the_last_row_and_snapshot_count_the_answers_in_flight_at_the_end(train, server,
+                                                                          tmp_path):
+    """The final evaluation lets the requests in flight end before its lm.csv row and the
+    snapshot: a run resumed from it counts on from every answer the run had."""
+    server.responder = lambda body: tagged(body, SLOW)
+    train(*lm_overrides(server, "NBEND", 80), timeout=200)
+    run = find_run(tmp_path, "NBEND")
+    last = csv_rows(run / "lm.csv")[-1]
+    counted = torch.load(run / "snapshot.pt", weights_only=True)["meta"]["lm_metrics"]
+    assert float(last["in_flight"]) == counted["in_flight"] == 0
+    assert float(last["api_calls"]) == counted["api_calls"] == len(server.requests) > 0
+    assert float(last["queries"]) == counted["queries"]

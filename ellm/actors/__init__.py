@@ -11,9 +11,9 @@ arrange them: rollout workers in processes of their own, one learner, shared mem
   replay, whose only writer it is.
 """
 
-from ellm.actors.learner import ActorGoals, OpenEpisodes, pool_lm_metrics
+from ellm.actors.learner import ActorGoals, OpenEpisodes, lm_counts_on, pool_lm_metrics
 from ellm.actors.messages import CHUNK_STEPS, Chunk, EpisodeEnd
 from ellm.actors.pool import ActorFailed, ActorPool, actor_seed, lm_budget_share
 
 __all__ = ["CHUNK_STEPS", "ActorFailed", "ActorGoals", "ActorPool", "Chunk", "EpisodeEnd",
-           "OpenEpisodes", "actor_seed", "lm_budget_share", "pool_lm_metrics"]
+           "OpenEpisodes", "actor_seed", "lm_budget_share", "lm_counts_on", "pool_lm_metrics"]

@@ -45,10 +45,14 @@ class OpenEpisodes:
                                  game_reward=float(c.game_rewards[j]))
 
 
+LM_FLAGS = ("budget_exhausted", "constraint_refused")  # 0/1 per goal source, not counts
+
+
 def pool_lm_metrics(parts: list[Mapping[str, float]]) -> dict[str, float]:
-    """LM counters of several goal sources in separate processes, as one: counts and dollars
-    add up, ``latency_s`` (a mean per API call) is weighed by ``api_calls``,
-    ``budget_exhausted`` is 1 when any process spent its share."""
+    """LM counters of several goal sources (in separate processes, or a process's training and
+    evaluation ones), as one: counts and dollars add up, ``latency_s`` (a mean per API call)
+    is weighed by ``api_calls``, a flag (``LM_FLAGS``: a process spent its share, a server
+    refused constraints) is 1 when it is 1 for any source."""
     out: dict[str, float] = {}
     for part in parts:
         for key, value in part.items():
@@ -57,9 +61,27 @@ def pool_lm_metrics(parts: list[Mapping[str, float]]) -> dict[str, float]:
     if "latency_s" in out:
         weighted = sum(p.get("latency_s", 0.0) * p.get("api_calls", 0.0) for p in parts)
         out["latency_s"] = weighted / calls if calls else 0.0
-    if "budget_exhausted" in out:
-        out["budget_exhausted"] = max(p.get("budget_exhausted", 0.0) for p in parts)
+    for flag in LM_FLAGS:
+        if flag in out:
+            out[flag] = max(p.get(flag, 0.0) for p in parts)
     return out
+
+
+LM_GAUGES = ("budget_exhausted", "constraint_refused", "in_flight")  # of now, not counts
+
+
+def lm_counts_on(before: Mapping[str, float], part: Mapping[str, float]) -> dict[str, float]:
+    """A resumed run's LM counters: ``part``'s (since the resumption) added to ``before`` (the
+    snapshot's), so that they count on; the gauges (``LM_GAUGES``) are ``part``'s alone."""
+    if not before:
+        return dict(part)
+    totals = pool_lm_metrics([before, part])
+    for key in LM_GAUGES:
+        if key in part:
+            totals[key] = part[key]
+        else:
+            totals.pop(key, None)
+    return totals
 
 
 class ActorGoals:
@@ -83,4 +105,4 @@ class ActorGoals:
         pass  # each actor closes its own
 
 
-__all__ = ["ActorGoals", "OpenEpisodes", "pool_lm_metrics"]
+__all__ = ["ActorGoals", "OpenEpisodes", "lm_counts_on", "pool_lm_metrics"]

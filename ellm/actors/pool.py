@@ -104,9 +104,12 @@ class ActorPool:
         stop event only once built: it is terminated at once."""
         self.shared.stop.set()
         for index, process in enumerate(self.processes):
-            if self.shared.state[index] == STARTING and process.is_alive():
-                log.info("actor %d (pid %d) was still starting: terminated", index, process.pid)
-                process.terminate()
+            with self.shared.handover:  # dead before it could take the handover lock itself
+                if self.shared.state[index] == STARTING and process.is_alive():
+                    log.info("actor %d (pid %d) was still starting: terminated", index,
+                             process.pid)
+                    process.terminate()
+                    process.join(timeout=JOIN_TIMEOUT_S)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while any(p.is_alive() for p in self.processes) and time.monotonic() < deadline:
             for pipe in wait(self.pipes, timeout=0.05):

@@ -70,7 +70,15 @@ class Shared:
                                         lock=False)
         self.taken = context.Array("q", num_actors, lock=False)
         self.state = context.Array("b", num_actors, lock=False)  # actor i's: STARTING, ...
+        # Held by an actor leaving STARTING, and by the pool while it terminates a STARTING
+        # actor (until it is dead): no actor is killed mid-handover, or after it.
+        self.handover = context.Lock()
         self.stop = context.Event()
+
+    def enter(self, actor: int, state: int) -> None:
+        """Actor: leave STARTING (a STARTING actor holds no other shared lock)."""
+        with self.handover:
+            self.state[actor] = state
 
     def wait_for_room(self, actor: int, produced: int, ahead: int) -> None:
         """Actor: block while it is ``ahead`` frames or more ahead of what the learner took

@@ -67,19 +67,19 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
     code = 0
     try:
         actor = Actor(spec, policy, shared, pipe)
-        shared.state[spec.index] = RUNNING
+        shared.enter(spec.index, RUNNING)
         log.info("ready in %.1f s", time.monotonic() - started)
         actor.run()
     except Exception:  # noqa: BLE001 - any failure is reported, then the actor exits
-        shared.state[spec.index] = ENDING
+        shared.enter(spec.index, ENDING)
         pipe.send(ActorError(spec.index, os.getpid(), traceback.format_exc()))
         code = 1
     _exit(pipe, code)
 
 
 def _exit(pipe: Connection, code: int) -> None:
-    """End the process now that its work is closed (its goal source and LM cache by
-    :meth:`Actor.run`, its log and pipe here), without the interpreter's teardown of torch and
+    """End the process now that its work is closed (its goal source by :meth:`Actor.run`,
+    its log and pipe here; the LM cache commits each answer as it comes), without the interpreter's teardown of torch and
     the text model: 1.5-4.4 s per actor measured on a 2-core machine, more under load, all of
     it holding up the run's stop. A process started by fork ends this way too."""
     logging.shutdown()
@@ -120,12 +120,15 @@ class Actor:
                  "paper": game.paper_setting(cfg)}
         self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)
         add_guide(self.agent, cfg, **build)
-        self.version = self.policy.refresh(self.agent, 0)
-        self.agent.text.record_new_embeddings()  # after the learner's text seed is loaded
+        self.version = 0  # the learner's weights are loaded when it runs
         self.chunks = ChunkWriter(spec.index, parts.inputs)
         self.produced = 0
 
     def run(self) -> None:
+        # Only now that it is RUNNING does it take the policy's lock: the pool terminates a
+        # STARTING actor at once, and one killed holding the lock would block the others.
+        self.version = self.policy.refresh(self.agent, self.version)
+        self.agent.text.record_new_embeddings()  # after the learner's text seed is loaded
         try:
             while not self.shared.stop.is_set():
                 self._episode()
