@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ellm import interrupt
+
 
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
@@ -15,15 +17,17 @@ def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
     """Open a temp file beside ``path`` (``tmp``, default ``.NAME.PID.tmp``) for the body to
     write; when the body ends cleanly, flush and fsync it and rename it over ``path`` (then
     fsync the folder too with ``sync_dir``, so the rename itself survives a power loss). If the
-    body raises, the temp file is removed and ``path`` is left as it was."""
+    body raises, the temp file is removed and ``path`` is left as it was. A Ctrl-C (once
+    :func:`ellm.interrupt.install` ran) waits until the file is in place."""
     path = Path(path)
     tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, mode, **open_kwargs) as f:
+        with interrupt.deferred(), open(tmp, mode, **open_kwargs) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            f.close()
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     if sync_dir:

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 # SIGINT arrives while a ctypes callback runs (qsort's comparison, as llvmlite's object-cache
 # callbacks run inside numba): Python prints the KeyboardInterrupt as "Exception ignored" and
@@ -69,3 +70,38 @@ def test_install_keeps_an_ignored_sigint_ignored(ignored):
     done = subprocess.run([sys.executable, "-c", script, str(ignored)], check=False,
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == str(ignored), done.stderr
+
+
+def test_a_ctrl_c_while_a_file_is_written_waits_until_it_is_in_place(tmp_path):
+    """Raised inside torch.save, a KeyboardInterrupt became a RuntimeError of torch's zip
+    writer (a traceback, exit code 1); held back, it comes once the snapshot is written."""
+    script = textwrap.dedent("""
+        import os, signal, sys, time
+        import torch
+        from ellm import interrupt
+        from ellm.files import atomic_write
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupt.install()
+        path = sys.argv[1]
+
+        class Slow:  # pickled by torch.save: the SIGINT arrives mid-write
+            def __reduce__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                return (dict, ())
+
+        try:
+            with atomic_write(path) as f:
+                torch.save({"first": torch.zeros(1000), "slow": Slow(),
+                            "last": torch.ones(1000)}, f)
+        except KeyboardInterrupt:
+            print("interrupted after the write", flush=True)
+            sys.exit(130)
+    """)
+    path = tmp_path / "snapshot.pt"
+    done = subprocess.run([sys.executable, "-c", script, str(path)], check=False,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert "interrupted after the write" in done.stdout
+    assert torch.load(path, weights_only=False)["last"].sum() == 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["snapshot.pt"]
