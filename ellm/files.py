@@ -21,15 +21,15 @@ def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
     :func:`ellm.interrupt.install` ran) waits until the file is in place."""
     path = Path(path)
     tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with interrupt.deferred(), open(tmp, mode, **open_kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-            f.close()
+    with interrupt.deferred():
+        try:
+            with open(tmp, mode, **open_kwargs) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        finally:
+            tmp.unlink(missing_ok=True)
     if sync_dir:
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:

@@ -79,9 +79,10 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
 
 def _exit(pipe: Connection, code: int) -> None:
     """End the process now that its work is closed (its goal source by :meth:`Actor.run`,
-    its log and pipe here; the LM cache commits each answer as it comes), without the interpreter's teardown of torch and
-    the text model: 1.5-4.4 s per actor measured on a 2-core machine, more under load, all of
-    it holding up the run's stop. A process started by fork ends this way too."""
+    its log and pipe here; the LM cache commits each answer as it comes), without the
+    interpreter's teardown of torch and the text model: 1.5-4.4 s per actor measured on a
+    2-core machine, more under load, all of it holding up the run's stop. A process started
+    by fork ends this way too."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
