@@ -133,7 +133,8 @@ class CodePolicyRun:
                 from llm_in_the_loop.opto_llm import CodeOptimizer
             except ImportError as err:
                 raise ConfigError(f"optimizer=llm needs Trace (trace-opt): pip install -e "
-                                  f"'.[optim]' ({err})") from None
+                                  f"'.[optim]' && pip install --no-deps "
+                                  f"'trace-opt>=0.1.3.8,<0.2' ({err})") from None
             self.client = build_client(cfg.env_spec.lm_spec)
             self.learner = CodeOptimizer(self.client, self.target.initial_code,
                                          self.target.entry, self.target.objective,

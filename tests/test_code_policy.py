@@ -129,7 +129,7 @@ def test_crafter_target_plays_text_actions():
 
 # ---- OptoPrime through the LM client --------------------------------------------------------
 def optimizer(server: OpenAITestServer, tmp_path: Path, play: Any, **kw: Any) -> Any:
-    pytest.importorskip("opto", reason="needs the optim extra: pip install -e '.[optim]'")
+    pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
     from llm_in_the_loop.opto_llm import CodeOptimizer
 
     spec = {"lm": "test-model", "base_url": server.base_url, "timeout": 5.0, "max_retries": 1,
