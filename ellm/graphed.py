@@ -15,7 +15,8 @@ What the recording needs and how it is kept exact:
   those steps are undone: the weights and Adam's state are put back as they were, in place
   (the graph holds their addresses), so the first update is the same as an eager one.
 * Anything that replaces the optimiser or its state tensors (resuming, finetuning) makes the
-  agent start a new :class:`GraphedStep`; the next update records again. So does a batch of another shape or dtype.
+  agent start a new :class:`GraphedStep`; the next update records again. So does a batch of
+  another shape or dtype.
 * The gradients live in the graph's memory: nothing else may set them to None.
 """
 

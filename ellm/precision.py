@@ -85,5 +85,5 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-__all__ = ["COMPILE_MODES", "COMPILE_STRINGS", "CPU_BF16_FLAGS", "PRECISIONS", "autocast", "bf16_support",
-           "check_compile", "check_precision", "cpu_flags", "to_device"]
+__all__ = ["COMPILE_MODES", "COMPILE_STRINGS", "CPU_BF16_FLAGS", "PRECISIONS", "autocast",
+           "bf16_support", "check_compile", "check_precision", "cpu_flags", "to_device"]

@@ -104,10 +104,11 @@ class Workspace(ActorLoop):
         own env and goal source; the evaluator scores only the game's goal reward (its
         intrinsic return)."""
         cfg, game = self.cfg, self.game
-        if self.num_actors > 1 or self.lm_spent_before:  # every process holds a share of
-            # the LM budget, of what the run's earlier parts left
-            cfg = lm_budget_share(cfg, self.num_actors + 1 if self.num_actors > 1 else 1,
-                                  self.lm_spent_before)
+        # Every process (the actors and this one) holds a share of the LM budget, of what the
+        # run's earlier parts left.
+        processes = self.num_actors + 1 if self.num_actors > 1 else 1
+        if processes > 1 or self.lm_spent_before:
+            cfg = lm_budget_share(cfg, processes, self.lm_spent_before)
         parts = rollout_parts(cfg, game, self.method, self.device,
                               cfg.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
