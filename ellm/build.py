@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,12 @@ class RolloutParts:
     rewards: list[StepReward]
     inputs: AgentInputs
     embedder: Any
+    covered: Callable[[Mapping[str, Any]], Iterable[Hashable]]  # the game's Game.covered
 
     def rollout(self, frame_stack: int) -> Rollout:
         assert self.env is not None and self.goals is not None, "built without an env"
-        return Rollout(self.env, self.goals, self.rewards, self.inputs, frame_stack)
+        return Rollout(self.env, self.goals, self.rewards, self.inputs, frame_stack,
+                       self.covered)
 
 
 def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.device,
@@ -61,10 +64,10 @@ def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.dev
 
         embedder = SentenceEmbedder(cfg.sbert_model, device=str(device))
     if env is None:
-        return RolloutParts(None, None, [], inputs, embedder)
+        return RolloutParts(None, None, [], inputs, embedder, game.covered)
     goals, rewards = game.goals(cfg, embedder, method.goal_reward)
     rewards = [*rewards, *method.rewards(cfg), *game_reward(cfg, method)]
-    return RolloutParts(env, goals, rewards, inputs, embedder)
+    return RolloutParts(env, goals, rewards, inputs, embedder, game.covered)
 
 
 def game_reward(cfg: DictConfig, method: Method) -> list[StepReward]:

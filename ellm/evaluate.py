@@ -1,6 +1,6 @@
 """Evaluation episodes on a separate env, with the agent's eval epsilon: the game's metrics
 (for Crafter: achievements unlocked per episode, the Crafter score, per-achievement success
-rates), the mean episode length, intrinsic return and action diagnostics, and, with
+rates), the mean episode length, intrinsic return, action and exploration diagnostics, and, with
 ``single_goal_eval``, each goal's success rate when the agent is shown only that goal. Every
 episode is the one rollout (:class:`ellm.rollout.Rollout`) the training loop runs."""
 
@@ -15,9 +15,7 @@ import numpy as np
 from ellm import interrupt
 from ellm.games import Game
 from ellm.goals import Goals
-from ellm.rollout import Rollout
-
-DIAGNOSTICS = ("action_entropy", "top_action_share", "noop_share")
+from ellm.rollout import DIAGNOSTICS, Rollout
 
 
 class Evaluator:

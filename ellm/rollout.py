@@ -5,8 +5,8 @@ per-step rewards (:class:`ellm.reward.StepReward`). :meth:`Rollout.step` acts wi
 it is given, steps the env, scores the step against the goals the agent was shown (before the
 new goals replace them: a goal pays for the transition it asked for), observes the new goals
 and stacks the new frame. It returns the :class:`Step` a caller stores or counts; what an
-episode amounted to (its returns, the rewards' own metrics, how varied its actions were) is
-:meth:`Rollout.summary` once it ends.
+episode amounted to (its returns, the rewards' own metrics, how varied its actions were, how
+much of the world it reached) is :meth:`Rollout.summary` once it ends.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,15 @@ class EpisodeTally:
     returns: dict[str, float] = field(default_factory=dict)  # per reward plug-in
     actions: Counter[int] = field(default_factory=Counter)
     no_effect: int = 0
+    covered: set[Hashable] = field(default_factory=set)  # the game's keys of what was reached
+    captions: set[str] = field(default_factory=set)  # distinct non-empty transition captions
+
+
+# The per-episode columns logged as train/<key> and eval/<key>: how varied the actions were
+# (collapse) and how much of the world the episode reached (exploration).
+COLLAPSE = ("action_entropy", "top_action_share", "noop_share")
+EXPLORATION = ("coverage", "distinct_captions")
+DIAGNOSTICS = COLLAPSE + EXPLORATION
 
 
 def action_diagnostics(actions: Counter[int], no_effect: int) -> dict[str, float]:
@@ -66,13 +75,20 @@ def action_diagnostics(actions: Counter[int], no_effect: int) -> dict[str, float
             "noop_share": no_effect / total}
 
 
+def _covers_nothing(_info: Mapping[str, Any]) -> Iterable[Hashable]:
+    return ()
+
+
 class Rollout:
-    """Runs episodes of ``env`` one step at a time (see the module docstring)."""
+    """Runs episodes of ``env`` one step at a time (see the module docstring). ``covered``
+    names what of the world a step's info reached (the game's :meth:`~ellm.games.Game.covered`);
+    an episode's ``coverage`` is how many distinct names it saw."""
 
     def __init__(self, env: gym.Env, goals: Goals, rewards: Sequence[StepReward],
-                 inputs: AgentInputs, frame_stack: int):
+                 inputs: AgentInputs, frame_stack: int,
+                 covered: Callable[[Mapping[str, Any]], Iterable[Hashable]] = _covers_nothing):
         self.env, self.goal_source, self.rewards = env, goals, list(rewards)
-        self.inputs = inputs
+        self.inputs, self.covered = inputs, covered
         self.stack = FrameStack(frame_stack)
         self.obs: Mapping[str, Any] = {}
         self.goals: list[str] = []
@@ -126,14 +142,20 @@ class Rollout:
         tally.reward += reward
         tally.actions[int(action)] += 1
         tally.no_effect += not info.get("effective_success", True)
+        tally.covered.update(self.covered(info))
+        if caption := info.get("transition_caption"):
+            tally.captions.add(caption)
 
     def summary(self) -> dict[str, float]:
         """The finished (or current) episode: length, return, each plug-in's return as
-        ``return/<name>``, the plug-ins' own episode metrics and the action diagnostics."""
+        ``return/<name>``, the plug-ins' own episode metrics, the action diagnostics and the
+        exploration ones (``coverage``, ``distinct_captions``)."""
         tally = self.tally
         out = {"length": float(tally.length), "reward": tally.reward,
                **{f"return/{name}": value for name, value in tally.returns.items()},
-               **action_diagnostics(tally.actions, tally.no_effect)}
+               **action_diagnostics(tally.actions, tally.no_effect),
+               "coverage": float(len(tally.covered)),
+               "distinct_captions": float(len(tally.captions))}
         for plugin in self.rewards:
             out.update(plugin.episode_metrics())
         return out
@@ -151,4 +173,5 @@ def _no_timer(_name: str) -> _NoTimer:
     return _NoTimer()
 
 
-__all__ = ["EpisodeTally", "Rollout", "Step", "action_diagnostics"]
+__all__ = ["COLLAPSE", "DIAGNOSTICS", "EXPLORATION", "EpisodeTally", "Rollout", "Step",
+           "action_diagnostics"]

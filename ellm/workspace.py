@@ -34,14 +34,14 @@ from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.config import resolve_device, resolve_threads, resolve_workers, run_config, validate
 from ellm.entry import write_record
-from ellm.evaluate import DIAGNOSTICS, Evaluator
+from ellm.evaluate import Evaluator
 from ellm.games import EpisodeCounted
 from ellm.goals import NoGoals
 from ellm.logger import Logger
 from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.replay.loader import DeviceBatches
-from ellm.rollout import Rollout, Step
+from ellm.rollout import DIAGNOSTICS, Rollout, Step
 from ellm.timing import Progress, Timer
 
 log = logging.getLogger(__name__)
@@ -118,11 +118,13 @@ class Workspace(ActorLoop):
         eval_rewards += self.method.rewards(cfg)
         self.goals = parts.goals if parts.goals is not None else ActorGoals(eval_goals)
         self.evaluator = Evaluator(
-            Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack), game,
+            Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,
+                    game.covered), game,
             stats_path=self.run_dir / "eval" / "stats.jsonl",
             num_episodes=cfg.num_eval_episodes,
             single_goals=game.single_goals(cfg) if cfg.single_goal_eval else (),
-            goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, cfg.frame_stack),
+            goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, cfg.frame_stack,
+                                 game.covered),
             sources=[self.goals, eval_goals], keep_until=keep_until)
         self.eval_goals = eval_goals
 

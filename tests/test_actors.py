@@ -165,10 +165,13 @@ def _check_accounting(out: Path, last_frame: int) -> None:
         # Every update due by this frame is made: as many as the one-process loop makes.
         assert int(float(row["updates"])) == updates_due(frame, SEED_FRAMES, EVERY), row
         assert abs(int(float(row["updates"])) - (frame - SEED_FRAMES) / EVERY) <= 1
+        # The actor's own rollout measures its episode's exploration (80 steps).
+        assert 1 <= float(row["coverage"]) <= 81 and 0 <= float(row["distinct_captions"]) <= 80
     # Each row is one finished episode of one actor; the replay holds them whole.
     episodes = sorted((out / "buffer").glob("*.npz"))
     assert len(episodes) == len(rows) and all(p.stem.endswith("_80") for p in episodes)
     assert int(float(rows[-1]["buffer_size"])) == 80 * len(rows)
+    assert any(float(r["coverage"]) > 1 for r in rows)  # the seed frames act at random
     stats = [json.loads(line)["frame"]
              for line in (out / "train" / "stats.jsonl").read_text().splitlines()]
     assert stats == frames

@@ -522,6 +522,8 @@ def test_pretraining_with_gpt_yes_no_logs_housekeep_metrics(pretrained):
     assert 0.0 <= float(housekeep[-1]["lm_accuracy"]) <= 1.0
     train_rows = csv_rows(pretrained / "train.csv")
     assert len(train_rows) == 4 and "rearrange_success" in train_rows[0]
+    # Coverage: objects and receptacles picked or placed on (the scene has 5 objects).
+    assert all(0 <= float(r["coverage"]) <= 5 + float(r["places"]) for r in train_rows)
     stats = [json.loads(line) for line in
              (pretrained / "eval" / "stats.jsonl").read_text().splitlines()]
     assert len(stats) == 3 and {"rearrange_success", "length"} <= set(stats[0])

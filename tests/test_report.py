@@ -184,7 +184,7 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
     assert str(tmp_path) not in (tmp_path / "out" / "report.json").read_text()
     assert set(report["figures"]) == {"achievements_eval", "achievements_train",
                                       "success_rates_eval", "success_rates_train",
-                                      "collapse_top_action_share"}
+                                      "collapse_top_action_share", "exploration_coverage"}
     # The collapse diagnostics, per method: each run's last evaluation and training tail.
     diagnostics = {d["method"]: d for d in report["diagnostics"]}
     assert set(diagnostics) == {"ELLM-oracle", "Novelty"}
@@ -193,7 +193,12 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
         assert all(0 < v <= 1 for v in row["eval"]["top_action_share"])
         assert all(0 <= v <= 1 for v in row["train"]["noop_share"])
         assert all(0 <= v <= math.log(139) for v in row["train"]["action_entropy"])
-    assert "## Collapse diagnostics" in (tmp_path / "out" / "report.md").read_text()
+        # Exploration: at least the start cell, at most one new cell per step (40-step episodes).
+        assert all(1 <= v <= 41 for v in row["train"]["coverage"] + row["eval"]["coverage"])
+        assert all(0 <= v <= 40 for v in row["eval"]["distinct_captions"])
+    summary = (tmp_path / "out" / "report.md").read_text()
+    assert "## Collapse diagnostics" in summary
+    assert "## Exploration" in summary and "| eval coverage | eval distinct captions |" in summary
 
 
 @pytest.mark.e2e

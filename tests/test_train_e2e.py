@@ -39,6 +39,11 @@ def test_pretraining_writes_a_complete_run_dir(pretrained):
     eval_rows = csv_rows(pretrained / "eval.csv")
     assert [int(r["frame"]) for r in eval_rows] == [0, 120, 240]  # the original evaluates at 0
     assert {"episode_reward", "score", "episode_length"} <= set(eval_rows[0])
+    # Exploration per episode: the cells of a 40-step episode, the captions of its steps.
+    for row in train_rows + eval_rows:
+        assert 1 <= float(row["coverage"]) <= 41
+        assert 0 <= float(row["distinct_captions"]) <= 40
+    assert any(float(row["coverage"]) > 1 for row in train_rows)  # epsilon 1: it moves
     assert len((pretrained / "train" / "stats.jsonl").read_text().splitlines()) == 6
     assert len((pretrained / "eval" / "stats.jsonl").read_text().splitlines()) == 3
     assert len(list((pretrained / "buffer").glob("*.npz"))) == 6

@@ -7,7 +7,7 @@ report never ask which game they run. Adding one is a module plus a line in :dat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -70,6 +70,10 @@ class Game(Protocol):
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
         """Did the step of ``info`` achieve ``goal``?"""
+
+    def covered(self, info: Mapping[str, Any]) -> tuple[Hashable, ...]:
+        """What of the world the step of ``info`` reached, for the ``coverage`` column: the
+        distinct keys over an episode are how much of it the agent explored."""
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         """An evaluation's headline numbers in words, for the end of a run."""

@@ -105,7 +105,8 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
 
 
 def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) -> None:
-    """Achievements, each game's progress metric and the collapse diagnostics over frames."""
+    """Achievements, each game's progress metric, the collapse diagnostics and the coverage
+    over frames."""
     runs, out = report.runs, report.out
     lines = {
         "achievements_eval": (curves(crafter, eval_achievements),
@@ -119,6 +120,11 @@ def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) ->
                    metric_curve("top_action_share")),
             "Share of the most frequent action per evaluation episode (1 = collapsed)",
             "top action share"),
+        "exploration_coverage": (
+            curves([r for r in runs if r.has_data and not r.csvs.get("iteration")],
+                   metric_curve("coverage")),
+            ("Coverage per evaluation episode (Crafter: map cells visited; Housekeep: "
+             "objects and receptacles interacted with)"), "coverage"),
     }
     for game in (g.report for g in GAMES):
         if game.progress_metric is None:

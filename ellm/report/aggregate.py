@@ -247,15 +247,18 @@ def lm_usage(runs: Sequence[Run]) -> list[LMUsage]:
     return out
 
 
-# ---------------------------------------------------------------- collapse diagnostics
-DIAGNOSTICS = ("action_entropy", "top_action_share", "noop_share")
+# ---------------------------------------------------- collapse and exploration diagnostics
+COLLAPSE = ("action_entropy", "top_action_share", "noop_share")
+EXPLORATION = ("coverage", "distinct_captions")  # logged by runs since they were added
+DIAGNOSTICS = COLLAPSE + EXPLORATION
 TRAIN_TAIL = 0.1  # the training episodes the diagnostics table reads: the run's last 10%
 
 
 @dataclass
 class MethodDiagnostics:
-    """How varied a method's actions are: per run, the mean of each diagnostic over its
-    ``last_evals`` latest evaluations and over its last 10% of training episodes."""
+    """How varied a method's actions are and how much of the world it reaches: per run, the
+    mean of each diagnostic over its ``last_evals`` latest evaluations and over its last 10% of
+    training episodes."""
 
     method: str
     eval: dict[str, list[float]] = field(default_factory=dict)  # diagnostic -> one per run
@@ -271,7 +274,8 @@ def _tail_mean(rows: Sequence[Mapping[str, float]], key: str, count: int) -> flo
 
 
 def diagnostics(runs: Sequence[Run], last_evals: int = 1) -> list[MethodDiagnostics]:
-    """The collapse diagnostics of each method's runs that log them (older runs do not)."""
+    """The collapse and exploration diagnostics of each method's runs that log them (older
+    runs do not)."""
     out = []
     for method, group in by_method([r for r in runs if r.has_data]).items():
         row = MethodDiagnostics(method)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ellm.games import GAMES
 from ellm.report.aggregate import (
-    DIAGNOSTICS,
+    COLLAPSE,
+    EXPLORATION,
     LMUsage,
     MethodDiagnostics,
     MethodScores,
@@ -100,11 +101,15 @@ def return_table(rows: Sequence[ReturnScores]) -> list[str]:
          _ms(r.eval_success)) for r in rows])
 
 
-def diagnostics_table(rows: Sequence[MethodDiagnostics], last_evals: int = 1) -> list[str]:
-    columns = ("method", *(f"eval {k.replace('_', ' ')}" for k in DIAGNOSTICS),
-               *(f"train {k.replace('_', ' ')}" for k in DIAGNOSTICS))
-    return _table(columns, [(r.method, *(_ms(r.eval.get(k, [])) for k in DIAGNOSTICS),
-                             *(_ms(r.train.get(k, [])) for k in DIAGNOSTICS)) for r in rows])
+def diagnostics_table(rows: Sequence[MethodDiagnostics],
+                      keys: Sequence[str] = COLLAPSE) -> list[str]:
+    """One row per method with any of ``keys``: each key over evaluation, then training
+    episodes."""
+    rows = [r for r in rows if any(k in r.eval or k in r.train for k in keys)]
+    columns = ("method", *(f"eval {k.replace('_', ' ')}" for k in keys),
+               *(f"train {k.replace('_', ' ')}" for k in keys))
+    return _table(columns, [(r.method, *(_ms(r.eval.get(k, [])) for k in keys),
+                             *(_ms(r.train.get(k, [])) for k in keys)) for r in rows])
 
 
 def run_table(runs: Sequence[Run]) -> list[str]:
@@ -178,17 +183,33 @@ def _returns(report: Report) -> list[str]:
 
 
 def _diagnostics(report: Report) -> list[str]:
+    """The collapse section, then the exploration one (for runs that log coverage)."""
     if not report.diagnostics:
         return []
-    out = ["## Collapse diagnostics", "",
-           *diagnostics_table(report.diagnostics, report.last_evals), "",
-           (f"Per episode: *action entropy* (nats) of the distribution of its actions, *top "
-            f"action share* of its most frequent action, *no-op share* of the actions the game "
-            f"says had no effect; eval: {evals_label(report.last_evals)}, train: the run's "
-            f"last 10% of training episodes. A policy collapsed onto one action has entropy 0 "
-            f"and top share 1 (uniformly random over 139 actions: entropy 4.93)."), ""]
-    if "collapse_top_action_share" in report.figures:
-        out += ["![top action share](collapse_top_action_share.png)", ""]
+    span = (f"eval: {evals_label(report.last_evals)}, train: the run's last 10% of training "
+            f"episodes")
+    collapse = (f"Per episode: *action entropy* (nats) of the distribution of its actions, *top "
+                f"action share* of its most frequent action, *no-op share* of the actions the "
+                f"game says had no effect; {span}. A policy collapsed onto one action has "
+                f"entropy 0 and top share 1 (uniformly random over 139 actions: entropy 4.93).")
+    exploration = (f"Per episode: *coverage*, how much of the world it reached (Crafter: "
+                   f"distinct map cells the player stood on; Housekeep: distinct objects and "
+                   f"receptacles picked or placed on), and *distinct captions*, how many "
+                   f"different transition captions (effective actions) it produced; {span}.")
+    return (_diagnostics_section(report, "Collapse diagnostics", COLLAPSE, collapse,
+                                 "collapse_top_action_share", "top action share")
+            + _diagnostics_section(report, "Exploration", EXPLORATION, exploration,
+                                   "exploration_coverage", "coverage per evaluation episode"))
+
+
+def _diagnostics_section(report: Report, title: str, keys: Sequence[str], text: str,
+                         figure: str, alt: str) -> list[str]:
+    table = diagnostics_table(report.diagnostics, keys)
+    if len(table) <= 2:  # a header and its rule: no method logs these keys
+        return []
+    out = [f"## {title}", "", *table, "", text, ""]
+    if figure in report.figures:
+        out += [f"![{alt}]({figure}.png)", ""]
     return out
 
 

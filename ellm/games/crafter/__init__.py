@@ -5,7 +5,7 @@ the goal source and goal reward (:mod:`.goals`) and single-task finetuning (:mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,11 @@ class CrafterGame:
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
         return bool(info["effective_success"]) and same_action(info["action_name"], goal)
+
+    def covered(self, info: Mapping[str, Any]) -> tuple[Hashable, ...]:
+        """The map cell the player stands on."""
+        x, y = info["player_pos"]
+        return ((int(x), int(y)),)
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         return (f"{metrics['eval/episode_reward']:.2f} achievements unlocked per episode, "

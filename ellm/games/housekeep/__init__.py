@@ -4,7 +4,7 @@ docs/housekeep.md). The method on top of it (yes/no questions, goals, reward) is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
     ENV_VERSIONS,
+    PICK,
+    PLACE,
     STAT_KEYS,
     BackendError,
     HousekeepDataError,
@@ -154,6 +156,16 @@ class HousekeepGame:
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
         return info.get("transition_caption") == goal
+
+    def covered(self, info: Mapping[str, Any]) -> tuple[Hashable, ...]:
+        """The object picked, or the object and the receptacle of a place: what the agent
+        interacted with (moving and looking reach nothing; a failed grab moved nothing)."""
+        event = info["event"]
+        if event.kind == PICK:
+            return (("object", event.obj),)
+        if event.kind == PLACE:
+            return (("object", event.obj), ("receptacle", event.rec))
+        return ()
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         return (f"{100 * metrics['housekeep/rearrange_success']:.0f}% of the objects put where "
