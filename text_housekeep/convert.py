@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from text_game.pickled import load_npy
 from text_housekeep.data import (
     CM,
     FORMAT,
@@ -64,13 +65,14 @@ def load_annotations(path: Path) -> dict[str, Any]:
     path = Path(path)
     file = path / "amt_ranks.npy" if path.is_dir() else path
     try:
-        raw = np.load(file, allow_pickle=True).item()
+        # A pickled dict in an object array; read as data, never unpickled (text_game.pickled).
+        raw = load_npy(file).item()
         return {"objects": [str(o) for o in raw["objects"]],
                 "room_receptacles": [str(r) for r in raw["room_receptacles"]],
-                "ranks": np.asarray(raw["ranks"])}
+                "ranks": np.asarray(raw["ranks"], dtype=np.int64)}
     except FileNotFoundError:
         raise HousekeepDataError(f"annotation file {file} is missing") from None
-    except (OSError, ValueError, KeyError, AttributeError) as err:
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as err:
         raise HousekeepDataError(f"cannot read annotations {file}: {err}") from None
 
 

@@ -6,14 +6,14 @@ parameters, so a run with ``endpoint=completions``, ``lm=<engine>``, the same ``
 ``temperature`` and ``stop``, and a ``prompt_file`` reproducing the original prompt text replays
 the paper's suggestions. Existing entries are kept (first answer wins).
 
-Unpickling runs code chosen by the file's author: only built-in containers and scalars are
-allowed here, anything else is refused.
+Unpickling runs code chosen by the file's author, so the file is never unpickled: its opcodes
+are read as data (:mod:`text_game.pickled`), and anything but built-in containers and scalars
+is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,25 +21,14 @@ from typing import Any
 
 from ellm.lm.cache import AnswerCache, CachedAnswer, CacheError, make_key, sampling_params
 from ellm.lm.config import OPENAI_API_URL, default_cache_dir
-
-ALLOWED_GLOBALS = {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
-                                                    "str", "int", "float", "bool", "bytes")}
-
-
-class _BuiltinsOnlyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in ALLOWED_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: the cache file may "
-                                     "only hold built-in types")
+from text_game.pickled import PickleDataError, loads
 
 
 def load_original(path: Path) -> dict[Any, Any]:
-    """The original cache dict, loaded without running foreign code."""
+    """The original cache dict, read without running foreign code."""
     try:
-        with path.open("rb") as handle:
-            data = _BuiltinsOnlyUnpickler(handle).load()
-    except (OSError, pickle.UnpicklingError, EOFError) as err:
+        data = loads(path.read_bytes())
+    except (OSError, PickleDataError) as err:
         raise ValueError(f"cannot read the original ELLM cache {path}: {err}") from err
     if not isinstance(data, dict):
         raise ValueError(  # noqa: TRY004 - a bad file is a bad value
