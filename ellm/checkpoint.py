@@ -8,7 +8,9 @@ no live objects are pickled, so checkpoints survive library upgrades.
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,78 @@ def load(path: str | Path, key: str = "snapshot_path") -> tuple[dict[str, Any], 
         raise CheckpointError(f"{key}: cannot read snapshot {str(path)!r}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{key}: {str(path)!r} is not an ellm snapshot (format {FORMAT})")
+    if not isinstance(data.get("agent"), dict):
+        raise CheckpointError(f"{key}: {str(path)!r} holds no agent state (a dict)")
+    check_meta(data.get("meta"), f"{key}: snapshot {str(path)!r}")
     return data["agent"], data["meta"]
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 63
+
+
+def _finite(v: Any, low: float = -math.inf) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= low)
+
+
+def _rng(v: Any) -> bool:
+    if not isinstance(v, dict):
+        return False
+    python, numpy = v.get("python"), v.get("numpy")
+    return (isinstance(python, list) and len(python) == 625 and all(map(_count, python))
+            and (v.get("python_pos") is None or _finite(v["python_pos"]))  # gauss_next
+            and isinstance(numpy, dict)
+            and isinstance(numpy.get("keys"), list) and len(numpy["keys"]) == 624
+            and all(_count(k) and k < 2 ** 32 for k in numpy["keys"])
+            and _count(numpy.get("pos")) and numpy["pos"] <= 624
+            and isinstance(v.get("torch"), torch.Tensor) and v["torch"].dtype == torch.uint8)
+
+
+# Each field a snapshot's meta may hold: what it must be, in words for the error, and the check.
+# Older snapshots may lack the later fields; a field present is always checked.
+META_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "frame": ("a whole number >= 0", _count),
+    "episode": ("a whole number >= 0", _count),
+    "first_reward_frame": ("null or a whole number >= 0", lambda v: v is None or _count(v)),
+    "cumulative_reward": ("a finite number", _finite),
+    "method": ("a string", lambda v: isinstance(v, str)),
+    "game": ("a string", lambda v: isinstance(v, str)),
+    "config": ("a mapping", lambda v: isinstance(v, dict)),
+    "versions": ("a mapping", lambda v: isinstance(v, dict)),
+    "rng": ("the random streams' state (Python's 625 words, NumPy's 624 keys, torch's bytes)",
+            _rng),
+    "env_episodes": ("a mapping of env names to whole numbers >= 0",
+                     lambda v: isinstance(v, dict) and all(
+                         isinstance(k, str) and _count(n) for k, n in v.items())),
+    "actor_env_episodes": ("a list of whole numbers >= 0",
+                           lambda v: isinstance(v, list) and all(map(_count, v))),
+    # A negative, infinite or NaN amount would lift the LM budget to any amount.
+    "lm_spent": ("a finite number >= 0 (dollars)", lambda v: _finite(v, 0.0)),
+    "lm_metrics": ("a mapping of counter names to finite numbers >= 0",
+                   lambda v: isinstance(v, dict) and all(
+                       isinstance(k, str) and _finite(n, 0.0) for k, n in v.items())),
+}
+REQUIRED_META = ("frame", "episode", "rng")
+
+
+def check_meta(meta: Any, where: str) -> None:
+    """Raise :class:`CheckpointError` naming the field and ``where`` for a snapshot's meta
+    that is not what :meth:`ellm.workspace.Workspace.save_snapshot` writes."""
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{where}: its meta is not a mapping")
+    for name in REQUIRED_META:
+        if name not in meta:
+            raise CheckpointError(f"{where}: meta field {name!r} is missing")
+    for name, (expected, ok) in META_FIELDS.items():
+        if name in meta and not ok(meta[name]):
+            shown = repr(meta[name])
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise CheckpointError(f"{where}: meta field {name!r} is {shown}: expected {expected}")
+    frame, first = meta["frame"], meta.get("first_reward_frame")
+    if first is not None and first > frame:
+        raise CheckpointError(f"{where}: meta field 'first_reward_frame' is {first}: expected "
+                              f"at most the snapshot's frame ({frame})")
 
 
 def seed_everything(seed: int) -> None:

@@ -171,6 +171,34 @@ def test_incompatible_checkpoint_names_the_keys(train, pretrained):
     assert proc.returncode != 0 and "use_goal" in proc.stderr
 
 
+@pytest.mark.parametrize("field, value, expected", [
+    ("lm_spent", -1e9, "a finite number >= 0"),
+    ("lm_spent", float("inf"), "a finite number >= 0"),
+    ("lm_spent", float("nan"), "a finite number >= 0"),
+    ("lm_spent", "0", "a finite number >= 0"),
+    ("frame", -5, "a whole number >= 0"),
+    ("episode", 1.5, "a whole number >= 0"),
+    ("cumulative_reward", float("nan"), "a finite number"),
+    ("lm_metrics", {"api_calls": -3.0}, "finite numbers >= 0"),
+    ("actor_env_episodes", ["x"], "whole numbers >= 0"),
+    ("rng", {"python": []}, "random streams"),
+    ("first_reward_frame", 10 ** 9, "at most the snapshot's frame"),
+])
+def test_a_tampered_snapshot_is_refused_naming_the_field(train, pretrained, tmp_path, field,
+                                                          value, expected):
+    data = torch.load(pretrained / "snapshot.pt", weights_only=True)
+    data["meta"][field] = value
+    tampered = tmp_path / "tampered.pt"
+    torch.save(data, tampered)
+    proc = train(f"snapshot_path={tampered}", *PRETRAIN, "exp_name=TAMPERED", *TINY,
+                 check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"meta field {field!r}" in proc.stderr and expected in proc.stderr
+    assert str(tampered) in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("exp_local/*/TAMPERED_*/train.csv"))  # before training
+
+
 def test_lm_outage_mid_run_does_not_stop_training(train, tmp_path):
     """A real `openai` client against a local server that answers, then fails every request."""
     try:
