@@ -233,6 +233,8 @@ def unusable(tmp_path: Path, case: str) -> tuple[Path, Path]:
     directory.mkdir()
     if case == "corrupt":
         (directory / CACHE_FILE).write_bytes(b"this is no SQLite file\n" * 100)
+    elif case == "bad-row":  # a row no client writes: a status the reader does not know
+        corrupt_row(directory, "status = 'pwned'")
     else:  # a cache written by a newer ellm
         AnswerCache(directory).open().close()
         with sqlite3.connect(directory / CACHE_FILE) as conn:
@@ -240,8 +242,44 @@ def unusable(tmp_path: Path, case: str) -> tuple[Path, Path]:
     return directory, directory / CACHE_FILE
 
 
+def corrupt_row(directory: Path, assignment: str) -> None:
+    """A cache in ``directory`` with one good answer, then ``UPDATE answers SET assignment``."""
+    cache = AnswerCache(directory)
+    put(cache, "a prompt", "- chop tree")
+    cache.close()
+    conn = sqlite3.connect(directory / CACHE_FILE)
+    with conn:
+        conn.execute(f"UPDATE answers SET {assignment}")
+    conn.close()  # the last connection folds the WAL back: the file alone holds the row
+
+
+@pytest.mark.parametrize("assignment", [
+    "status = 'pwned'", "text = X'00ff'",
+    f"text = printf('%.*c', {10 ** 6 + 1}, 'x')",
+    "payload = 'not json'", "payload = X'7b7d'", "prompt_tokens = -1",
+    "completion_tokens = 1e300", "prompt_tokens = 'many'", "source = X'00'",
+])
+def test_a_row_no_client_writes_is_refused_at_open_and_never_served(tmp_path, assignment):
+    corrupt_row(tmp_path, assignment)
+    with pytest.raises(CacheError) as refused:
+        AnswerCache(tmp_path).open()
+    message = str(refused.value)
+    assert str(tmp_path / CACHE_FILE) in message and "1 of its answers" in message
+    assert "DELETE FROM answers WHERE rowid = 1" in message
+    # Written by another process after this one opened the cache: a miss, not a crash.
+    good = tmp_path / "good"
+    cache = AnswerCache(good)
+    put(cache, "a prompt", "- chop tree")  # opened and checked; then tampered with
+    with sqlite3.connect(good / CACHE_FILE) as conn:
+        conn.execute(f"UPDATE answers SET {assignment}")
+    cache._memo.clear()  # what this process remembers of the row it stored
+    assert cache.get(key("chat", "m", "a prompt",
+                         sampling_params(max_tokens=5, temperature=0))) is None
+
+
 @pytest.mark.parametrize("case, fix", [
     ("dir-is-a-file", "is a file, not a directory; set env_spec.lm_spec.cache_dir"),
+    ("bad-row", "delete those rows"),
     ("parent-is-a-file", "is a file, not a directory; set env_spec.lm_spec.cache_dir"),
     ("corrupt", "move it away or delete it, with its -wal and -shm files"),
     ("newer", "has schema version 99, newer than this ellm's (2): upgrade ellm"),
@@ -311,12 +349,12 @@ def test_a_cache_that_cannot_be_written_is_refused_at_open(existing):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("case", ["dir-is-a-file", "corrupt"])
+@pytest.mark.parametrize("case", ["dir-is-a-file", "corrupt", "bad-row"])
 def test_train_with_an_unusable_cache_exits_2_before_the_run_starts(train, tmp_path, case):
     cache_dir, named = unusable(tmp_path, case)
     overrides = ["exp_name=BADCACHE", "env_spec.lm_spec.lm_class=GPTLanguageModel",
                  "env_spec.lm_spec.base_url=http://127.0.0.1:9/v1"]
-    if case == "corrupt":  # the default cache: $ELLM_CACHE_DIR (the test run's own)
+    if case in ("corrupt", "bad-row"):  # the default cache: $ELLM_CACHE_DIR (the test's own)
         default = tmp_path / "lm_cache"
         default.mkdir()
         shutil.copy(named, default / CACHE_FILE)

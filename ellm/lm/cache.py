@@ -36,6 +36,19 @@ BUSY_TIMEOUT_S: Final = 60.0
 STATUSES: Final = ("ok", "malformed")
 ANY_ENDPOINT: Final = "*"  # the scope of answers shared by every endpoint (cache_scope=model)
 WHERE: Final = "env_spec.lm_spec.cache_dir (or $ELLM_CACHE_DIR)"
+# The longest answer text a row may hold: a cache is a file a colleague may send, and an answer
+# is a few lines of goals (the client refuses longer ones as they stream: ellm.lm.client).
+MAX_ANSWER_CHARS: Final = 1_000_000
+MAX_TOKENS_COUNTED: Final = 10_000_000  # per answer; larger counts are not a model's
+# Rows that no client writes: what the reader would fail on, or be misled by.
+_BAD_ROW: Final = (
+    f"status NOT IN {STATUSES!r} OR typeof(text) != 'text' OR length(text) > {MAX_ANSWER_CHARS}"
+    " OR (payload IS NOT NULL AND (typeof(payload) != 'text' OR NOT json_valid(payload)))"
+    " OR typeof(prompt_tokens) != 'integer' OR typeof(completion_tokens) != 'integer'"
+    f" OR prompt_tokens < 0 OR completion_tokens < 0 OR prompt_tokens > {MAX_TOKENS_COUNTED}"
+    f" OR completion_tokens > {MAX_TOKENS_COUNTED} OR typeof(source) != 'text'"
+    " OR typeof(key) != 'text' OR length(key) != 64"
+)
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS answers (
@@ -163,10 +176,25 @@ class AnswerCache:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 self._upgrade(conn)
+            self._check_rows(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _check_rows(self, conn: sqlite3.Connection) -> None:
+        """Refuse, before a run starts, a cache holding rows no client writes (a hand-edited
+        or crafted file): the message names the file, how many rows, and the fix."""
+        bad = conn.execute(f"SELECT COUNT(*), MIN(rowid) FROM answers WHERE {_BAD_ROW}").fetchone()
+        if bad[0]:
+            raise CacheError(
+                f"the LM answer cache {self.path} cannot be used: {bad[0]} of its answers are not "
+                f"what ellm writes (the first at rowid {bad[1]}: a status other than "
+                f"{'/'.join(STATUSES)}, a text over {MAX_ANSWER_CHARS:,} characters or not text, "
+                "a payload that is not JSON, or a token count that is not a whole number in "
+                "range); delete those rows (sqlite3 FILE \"DELETE FROM answers WHERE rowid = "
+                f"{bad[1]}\", and any others), move the file away with its -wal and -shm files "
+                f"when no run is using it, or set {WHERE} to another directory")
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
@@ -206,10 +234,9 @@ class AnswerCache:
                 "FROM answers WHERE key = ?", (key,))
             if not rows:
                 return None
-            row = rows[0]
-            answer = CachedAnswer(row[0], row[1], json.loads(row[2]) if row[2] else None,
-                                  row[3], row[4], row[5])
-            self._memo[key] = answer
+            answer = _answer(rows[0])
+            if answer is not None:
+                self._memo[key] = answer
             return answer
 
     def put(self, key: str, *, kind: str, model: str, prompt: Any, params: dict[str, Any],
@@ -272,6 +299,22 @@ _INSERT: Final = (
     "INSERT OR IGNORE INTO answers (key, kind, model, prompt, params, status, text, payload, "
     "prompt_tokens, completion_tokens, source, created, scope) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _answer(row: tuple[Any, ...]) -> CachedAnswer | None:
+    """A stored row as an answer, or None (a miss) for a row that another process wrote
+    after the open's check and that no client writes."""
+    status, text, payload, prompt_tokens, completion_tokens, source = row
+    try:
+        ok = (status in STATUSES and isinstance(text, str) and len(text) <= MAX_ANSWER_CHARS
+              and all(isinstance(n, int) and 0 <= n <= MAX_TOKENS_COUNTED
+                      for n in (prompt_tokens, completion_tokens))
+              and isinstance(source, str) and (payload is None or isinstance(payload, str)))
+        decoded = json.loads(payload) if ok and payload else None
+    except (ValueError, RecursionError):
+        ok = False
+    return CachedAnswer(status, text, decoded, prompt_tokens, completion_tokens,
+                        source) if ok else None
 
 
 def _row(key: str, kind: str, model: str, prompt: Any, params: dict[str, Any],
