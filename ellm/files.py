@@ -38,4 +38,11 @@ def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
             os.close(dir_fd)
 
 
-__all__ = ["atomic_write"]
+def write_text(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` atomically; a symlink at ``path`` is replaced by the file,
+    never written through."""
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+__all__ = ["atomic_write", "write_text"]

@@ -493,3 +493,79 @@ def test_out_defaults_to_a_report_dir_inside_the_one_path(sweep, tmp_path):
 
 def run_seed(run: Path) -> int:
     return json.loads((run / "config.json").read_text())["seed"]
+
+
+# ---- a run directory someone sent cannot make the report delete, leak or write elsewhere ----
+def sent_run(root: Path, name: str, label: str, **config) -> Path:
+    """A run dir with a few training episodes and one evaluation, labelled ``label``."""
+    run = root / name
+    (run / "train").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"method": "sent", "method_label": label, **config}))
+    (run / "train.csv").write_text("frame,episode_reward\n100,1.0\n200,2.0\n")
+    (run / "eval.csv").write_text("frame,episode_reward\n200,1.5\n")
+    (run / "train" / "stats.jsonl").write_text('{"length": 100, "reward": 1.0, "frame": 100}\n')
+    return run
+
+
+@pytest.mark.parametrize("label", ["..", ".", "../../escape", "/", "", ".hidden", "a" * 500])
+def test_copy_runs_stays_in_its_own_directory_whatever_the_label(tmp_path, label):
+    from ellm.report.__main__ import main
+
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    (out / "mine.txt").write_text("a user's file")
+    (out / "runs" / "mine.txt").write_text("a user's file")
+    sent_run(tmp_path / "sent", "run1", label)
+    assert main([str(tmp_path / "sent"), "--out", str(out), "--copy-runs"]) == 0
+    assert (out / "mine.txt").read_text() == "a user's file"
+    assert (out / "runs" / "mine.txt").read_text() == "a user's file"
+    (copy,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    assert copy.parent == out / "runs" and not copy.name.startswith(".")
+    assert len(copy.name) <= 100 and (copy / "train.csv").is_file()
+    assert not (tmp_path / "escape").exists()
+
+
+def test_the_report_never_follows_a_symlink_out_of_a_run_or_writes_through_one(tmp_path):
+    from ellm.report.__main__ import main
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("frame,password\n1,hunter2\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "stats.jsonl").write_text('{"length": 1, "frame": 1, "leak": 42}\n')
+    run = sent_run(tmp_path / "sent", "run1", "Sent", seed=1)
+    (run / "leak.csv").symlink_to(secret)
+    (run / "eval").symlink_to(outside, target_is_directory=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.md"
+    victim.write_text("not the report's")
+    (out / "report.md").symlink_to(victim)
+    (out / "report.json").symlink_to(tmp_path / "victim.json")
+    assert main([str(tmp_path / "sent"), "--out", str(out), "--copy-runs"]) == 0
+    assert victim.read_text() == "not the report's" and not (tmp_path / "victim.json").exists()
+    assert not (out / "report.md").is_symlink() and "Sent" in (out / "report.md").read_text()
+    copy = out / "runs" / "Sent_seed1"
+    kept = {str(p.relative_to(copy)) for p in copy.rglob("*")}
+    assert "leak.csv" not in kept and "eval/stats.jsonl" not in kept and "eval.csv" in kept
+    (loaded,) = load_runs([run])
+    assert "leak" not in loaded.csvs and loaded.eval_episodes == []
+    # The copies' own folder as a symlink: refused, nothing written through it.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    (out2 / "runs").symlink_to(elsewhere, target_is_directory=True)
+    assert main([str(tmp_path / "sent"), "--out", str(out2), "--copy-runs"]) == 2
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_records_that_are_not_what_runs_write_are_dropped_or_refused(tmp_path):
+    run = sent_run(tmp_path, "run1", "Sent", seed=1)
+    (run / "train" / "stats.jsonl").write_text(
+        '[1, 2]\n"text"\n{"length": "long", "frame": 5, "reward": 1e999}\n')
+    (loaded,) = load_runs([run])
+    assert loaded.train_episodes == [{"frame": 5.0}]  # the one object; its numbers only
+    (run / "config.json").write_text("[1, 2, 3]")
+    with pytest.raises(NotARunDir, match="holds a list, expected a JSON object"):
+        load_runs([run])

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ellm.files import write_text
 from ellm.games import GAMES
 from ellm.report.aggregate import (
     LMUsage,
@@ -99,7 +100,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     _line_figures(report, crafter, bin_frames)
     _return_figures(report, optimised)
     _rate_figures(report)
-    report.summary.write_text(render(report), encoding="utf-8")
+    write_text(report.summary, render(report))
     _write_json(report)
     return report
 
@@ -169,7 +170,7 @@ def _rate_figures(report: Report) -> None:
 
 
 def _write_json(report: Report) -> None:
-    (report.out / "report.json").write_text(json.dumps({
+    write_text(report.out / "report.json", json.dumps({
         "runs": [{"method": r.method, "seed": r.seed, "frames": r.frames, "status": r.status,
                   "path": r.name} for r in report.runs],  # as report.md names it: no machine paths
         "last_evals": report.last_evals,
@@ -179,4 +180,4 @@ def _write_json(report: Report) -> None:
         "lm": [u.as_dict() for u in report.lm],
         "returns": [r.as_dict() for r in report.returns],
         "figures": {k: p.name for k, p in report.figures.items()},
-    }, indent=1) + "\n", encoding="utf-8")
+    }, indent=1) + "\n")

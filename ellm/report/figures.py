@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ellm.files import atomic_write, write_text
 from ellm.report.aggregate import Curve
 
 
@@ -27,7 +28,7 @@ def _pyplot():
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
@@ -77,7 +78,8 @@ def _save(fig, ax, path: Path, title: str, ylabel: str, legend: bool, data: dict
     if legend:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_write(path) as f:  # a symlink at path is replaced, never written through
+        fig.savefig(f, dpi=120, format="png")
     _pyplot().close(fig)
     _write_json(path.with_suffix(".json"), data)
     return path

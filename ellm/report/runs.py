@@ -327,17 +327,44 @@ def load_run(path: str | Path, group_by: Iterable[str] = ()) -> Run:
         raise NotARunDir(f"{str(path)!r} is not a run directory: none of {', '.join(RUN_MARKERS)}")
     config: dict[str, Any] = {}
     config_path = path / "config.json"
-    if config_path.is_file():
+    if inside(path, config_path):
         try:
             config = json.loads(config_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise NotARunDir(f"{str(config_path)!r} is not valid JSON: {exc}") from exc
-    csvs = {p.stem: read_csv(p) for p in sorted(path.glob("*.csv"))}
-    stats = {split: load_stats(path / split / "stats.jsonl")
-             if (path / split / "stats.jsonl").is_file() else [] for split in ("train", "eval")}
+        if not isinstance(config, dict):
+            raise NotARunDir(f"{str(config_path)!r} holds a {type(config).__name__}, expected "
+                             "a JSON object (the run's config)")
+    csvs = {p.stem: read_csv(p) for p in sorted(path.glob("*.csv")) if inside(path, p)}
+    stats = {split: _episodes(path / split / "stats.jsonl") if inside(path, path / split /
+                                                                       "stats.jsonl") else []
+             for split in ("train", "eval")}
     return Run(path=path, config=config, method=method_name(config, group_by), csvs=csvs,
                train_episodes=stats["train"], eval_episodes=stats["eval"],
                name=f"{path.parent.name}/{path.name}")
+
+
+def inside(run_dir: Path, file: Path) -> bool:
+    """``file`` is a plain file of ``run_dir`` reached through no symlink: a run directory
+    someone sent may link to files outside it, which the report never reads or copies."""
+    try:
+        relative = file.relative_to(run_dir)
+    except ValueError:
+        return False
+    here = run_dir
+    for part in relative.parts:
+        here = here / part
+        if here.is_symlink():
+            return False
+    return file.is_file()
+
+
+def _episodes(path: Path) -> list[dict[str, float]]:
+    """The episodes of a ``stats.jsonl`` that are what the loggers write: objects of numbers
+    (anything else in a line is dropped)."""
+    return [{k: float(v) for k, v in ep.items()
+             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+            for ep in load_stats(path) if isinstance(ep, dict)]
 
 
 def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = ()) -> list[Run]:
@@ -361,6 +388,10 @@ def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
     once the run directories are gone: ``python -m ellm.report DEST``. A run already under
     ``dest`` is left as it is. Returns the copies' directories."""
     dest = Path(dest)
+    if dest.is_symlink():
+        raise NotARunDir(f"{str(dest)!r} is a symlink: the copies go into a directory of the "
+                         "report's own (remove the link, or choose another --out)")
+    dest.mkdir(parents=True, exist_ok=True)
     runs = list(runs)
     kept = {id(r) for r in runs if dest.resolve() in r.path.resolve().parents}
     # Copies already under dest keep their names whatever the order the runs came in.
@@ -370,19 +401,31 @@ def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
         if id(run) in kept:
             copies.append(run.path)
             continue
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", run.method).strip("-") or "run"
+        stem = safe_name(run.method)
         stem = f"{stem}_seed{run.seed}" if run.seed is not None else stem
         name, n = stem, 2
         while name in taken:
             name, n = f"{stem}_{n}", n + 1
         taken.add(name)
         target = dest / name
-        if target.exists():
+        assert target.parent == dest and name not in ("", ".", ".."), name
+        if target.is_symlink() or target.is_file():
+            target.unlink()  # the link itself, never what it points to
+        elif target.exists():
             shutil.rmtree(target)
         for pattern in RECORD_FILES:
             for source in sorted(run.path.glob(pattern)):
+                if not inside(run.path, source):
+                    continue
                 copy = target / source.relative_to(run.path)
                 copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, copy)
+                shutil.copyfile(source, copy, follow_symlinks=False)
         copies.append(target)
     return copies
+
+
+def safe_name(label: str, limit: int = 80) -> str:
+    """A directory name made from a run's label (its records' words): letters, digits and
+    ``._-`` only, never starting with a dot, at most ``limit`` characters."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label)[:limit].strip(".-")
+    return name or "run"
