@@ -29,7 +29,8 @@ class Reply:
     string logprob); ``usage`` replaces the whole usage object; ``raw``: send these bytes as the
     whole body instead (a server answering garbage); ``hang_up``: close the connection without
     answering (a server that crashed mid-request); ``message``: an error's message (default
-    "scripted HTTP <status>")."""
+    "scripted HTTP <status>"); ``trickle`` and ``endless``: a hostile server's body, sent one
+    byte at a time or never ending."""
 
     text: Any = "- chop tree\n- drink water"
     status: int = 200
@@ -42,6 +43,8 @@ class Reply:
     usage: Any = "counts"
     hang_up: bool = False
     message: str | None = None
+    trickle: float = 0.0  # seconds between the body's bytes (a server that trickles)
+    endless: bool = False  # after the answer, padding without end (chunked, never finished)
 
     @classmethod
     def bullets(cls, *goals: str, **kw: Any) -> Reply:
@@ -91,6 +94,7 @@ class OpenAITestServer:
         self.owned_by = "test"
         self.version: str | None = None
         self.requests: list[Request] = []
+        self.sent = 0  # body bytes sent by hostile replies (trickle, endless)
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -194,7 +198,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(reply.status, {"error": error}, reply.headers)
             return
         chat = self.path == "/v1/chat/completions"
+        data = json.dumps(_completion(body, reply, chat)).encode()
+        if reply.trickle or reply.endless:
+            self._send_hostile(data, reply)
+            return
         self._send(200, _completion(body, reply, chat), reply.headers)
+
+    def _send_hostile(self, data: bytes, reply: Reply) -> None:
+        """Chunked: the answer one byte per ``trickle`` seconds, then with ``endless`` 64 KiB
+        chunks of spaces until the client hangs up; bytes sent go to ``owner.sent``."""
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            pieces = [data[i:i + 1] for i in range(len(data))] if reply.trickle else [data]
+            for piece in pieces:
+                self._chunk(piece)
+                if self.owner._stopping.wait(reply.trickle):
+                    return
+            while reply.endless and not self.owner._stopping.is_set():
+                self._chunk(b" " * 65536)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
+
+    def _chunk(self, piece: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.flush()
+        with self.owner._lock:
+            self.owner.sent += len(piece)
 
     def _send(self, status: int, payload: dict[str, Any],
               headers: dict[str, str] | None = None) -> None:

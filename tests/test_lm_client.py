@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -562,6 +563,42 @@ def test_a_server_that_hangs_up_is_named_in_the_error(server, tmp_path, caplog):
     m = client.metrics()
     assert (m["api_errors"], m["api_calls"], len(client.cache)) == (1, 3, 0)
     assert client.complete(ASK) == "- chop tree\n- drink water"
+
+
+def test_a_trickling_server_cannot_hold_a_request_past_its_deadline(server, tmp_path, caplog):
+    # Every byte comes well within the per-read timeout; the whole answer would take ~20 s.
+    server.push(Reply("- chop tree", trickle=0.05))
+    client = build_client(spec(max_retries=0, timeout=1.0), cache_dir=tmp_path,
+                          base_url=server.base_url)
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert client.complete(ASK) is None
+    assert time.monotonic() - start < 2.0
+    assert "no whole answer from" in caplog.text and "within 1 s" in caplog.text
+    m = client.metrics()
+    assert (m["api_errors"], m["api_calls"], len(client.cache)) == (1, 1, 0)
+    assert client.complete(ASK) == "- chop tree\n- drink water"  # the next request is served
+
+
+@pytest.mark.parametrize("reply", [Reply("x" * 3_000_000), Reply(endless=True)],
+                         ids=["huge", "endless"])
+def test_an_oversized_answer_is_refused_as_it_streams(server, tmp_path, caplog, reply):
+    server.push(reply)
+    client = build_client(spec(max_retries=2, timeout=30.0, max_tokens=50),
+                          cache_dir=tmp_path, base_url=server.base_url)
+    limit = lm_client.body_limit(50)
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        assert client.complete(ASK) is None
+    assert time.monotonic() - start < 10.0  # not the endless body's end
+    assert f"is over {limit:,} bytes" in caplog.text and "not retried" in caplog.text
+    m = client.metrics()
+    assert (m["api_errors"], m["api_calls"], len(client.cache)) == (1, 1, 0)
+    # What was read and kept stays near the bound (plus what sockets buffer), not the body.
+    if reply.endless:
+        time.sleep(0.5)
+        assert server.sent < limit + 8 * 1024 * 1024
+    assert lm_client.body_limit(10 ** 9) == lm_client.BODY_BYTES_CAP
 
 
 def test_a_server_that_is_not_listening_is_named_in_the_error(tmp_path, caplog):

@@ -70,7 +70,25 @@ TOP_LOGPROBS: Final = 5
 YES_NO_TOKENS: Final = 8  # a constrained yes/no answer may take a few tokens ({"answer": "Yes"})
 RETRYABLE_STATUS: Final = (408, 409, 429)
 FATAL_STATUS: Final = (401, 403, 404)
+# The largest answer body read: a JSON envelope plus, per token the answer may have, room for
+# its text and top logprobs; never more than the absolute cap, whatever max_tokens says.
+BODY_BYTES_BASE: Final = 64 * 1024
+BODY_BYTES_PER_TOKEN: Final = 2 * 1024
+BODY_BYTES_CAP: Final = 8 * 1024 * 1024
 Prompt = str | list[dict[str, str]]
+
+
+def body_limit(max_tokens: int) -> int:
+    """The most bytes an answer of ``max_tokens`` tokens may take (see the constants)."""
+    return min(BODY_BYTES_CAP, BODY_BYTES_BASE + BODY_BYTES_PER_TOKEN * max(1, int(max_tokens)))
+
+
+class RequestTimeout(Exception):
+    """No whole answer within the request's deadline (connect, send and the whole body)."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer's body grew past :func:`body_limit`: refused while it streamed."""
 
 
 class LMConfigError(RuntimeError):
@@ -318,8 +336,11 @@ class LMClient:
                     self._error(f"HTTP {err.status_code}, not retried: {err}")
                     return None
                 error: Exception = err
-            except openai.APIConnectionError as err:  # includes APITimeoutError
+            except (openai.APIConnectionError, RequestTimeout) as err:  # incl. APITimeoutError
                 error = err
+            except AnswerTooLarge as err:  # the same server would send it again: no retry
+                self._error(f"{err}; not used, not cached, not retried")
+                return None
             finally:
                 self.count(latency_s=time.monotonic() - start)
             if attempt + 1 < attempts:
@@ -370,12 +391,49 @@ class LMClient:
         if self.spec.endpoint == "chat":
             if "logprobs" in params:
                 kwargs.update(logprobs=True, top_logprobs=params["logprobs"])
-            return self._openai.chat.completions.with_raw_response.create(
-                messages=sendable(prompt), **kwargs).content
-        if "logprobs" in params:
-            kwargs["logprobs"] = params["logprobs"]
-        return self._openai.completions.with_raw_response.create(
-            prompt=sendable(prompt), **kwargs).content
+            api, kwargs["messages"] = self._openai.chat.completions, sendable(prompt)
+        else:
+            if "logprobs" in params:
+                kwargs["logprobs"] = params["logprobs"]
+            api, kwargs["prompt"] = self._openai.completions, sendable(prompt)
+        return self._bounded(lambda: api.with_streaming_response.create(**kwargs),
+                             body_limit(params["max_tokens"]))
+
+    def _bounded(self, open_stream: Callable[[], Any], limit: int) -> bytes:
+        """The body of ``open_stream()``'s answer, read in a thread of its own so that the
+        whole request (connect, send, every byte of the answer) ends by one deadline,
+        ``timeout`` seconds from now, however slowly the server trickles; a body over
+        ``limit`` bytes is refused as it streams, never held whole."""
+        done, cancelled = threading.Event(), threading.Event()
+        out: dict[str, Any] = {}
+
+        def read() -> None:
+            try:
+                with open_stream() as response:
+                    chunks, size = [], 0
+                    for chunk in response.iter_bytes():
+                        size += len(chunk)
+                        if cancelled.is_set():
+                            return  # the caller gave up: drop the connection, keep nothing
+                        if size > limit:
+                            raise AnswerTooLarge(
+                                f"the answer of {api_url(self.spec.base_url)} is over "
+                                f"{limit:,} bytes (the bound for max_tokens)")
+                        chunks.append(chunk)
+                    out["body"] = b"".join(chunks)
+            except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
+                out["error"] = err
+            finally:
+                done.set()
+
+        threading.Thread(target=read, name="ellm-lm-request", daemon=True).start()
+        if not done.wait(self.spec.timeout):
+            cancelled.set()
+            raise RequestTimeout(f"no whole answer from {api_url(self.spec.base_url)} within "
+                                 f"{self.spec.timeout:g} s (env_spec.lm_spec.timeout)")
+        if "error" in out:
+            raise out["error"]
+        return out["body"]
 
     def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
         """Count checked token counts (finite, >= 0) and their price into the budget."""
