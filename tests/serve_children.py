@@ -31,3 +31,13 @@ def serve_until_stopped(ready: Connection) -> None:
     ready.send("ready: extra buffer types off")
     ready.close()
     time.sleep(60)
+
+
+def crash_answering(in_flight, ready: Connection) -> None:
+    """Ready, then dies with SIGSEGV while a request is noted in flight (as the guard notes)."""
+    from ellm.lm.serve_guard import InFlight
+
+    ready.send("ready: extra buffer types off")
+    ready.close()
+    InFlight(in_flight).start(1, "POST /v1/completions (1,234 bytes)")
+    os.kill(os.getpid(), signal.SIGSEGV)

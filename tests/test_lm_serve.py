@@ -293,6 +293,82 @@ def test_a_model_process_that_crashes_or_fails_its_check_is_reported(target, exp
     assert bool(ready) == (target == "crash_while_serving")
 
 
+@pytest.mark.parametrize("extra_bufts", [False, True])
+def test_a_crash_while_serving_names_the_requests_in_flight_not_a_guess(capsys, extra_bufts):
+    import multiprocessing
+
+    import serve_children
+
+    from ellm.lm.serve import LOAD_CRASH_HINT, crash_hint
+
+    in_flight = multiprocessing.get_context("spawn").Array("c", 2048, lock=False)
+    code = supervise(serve_children.crash_answering, (in_flight,), url="http://h/v1",
+                     hint=crash_hint(in_flight, extra_bufts))
+    err = capsys.readouterr().err
+    assert code == 1 and "died with SIGSEGV (Segmentation fault) while serving" in err
+    assert "Being answered then: POST /v1/completions (1,234 bytes)" in err
+    assert "extra buffer types" not in err  # nothing says they were the cause
+    assert crash_hint(in_flight, extra_bufts)(False) == (
+        LOAD_CRASH_HINT if extra_bufts else crash_hint(in_flight, False)(False))
+    assert "buffer types were off" in crash_hint(in_flight, False)(False)
+
+
+def test_grammars_too_long_or_too_deep_for_llama_cpp_are_named():
+    from ellm.lm.constraints import GoalList
+    from ellm.lm.serve_guard import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH, grammar_problem
+
+    vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))
+    assert grammar_problem(GoalList("goals", vocabulary=vocabulary, max_items=8).grammar()) is None
+    deep = "root ::= " + "(" * (MAX_GRAMMAR_DEPTH + 1) + '"a"' + ")" * (MAX_GRAMMAR_DEPTH + 1)
+    assert "nested 33 deep" in grammar_problem(deep)
+    # Parentheses inside literals and character classes are text, not groups.
+    assert grammar_problem('root ::= "' + "(" * 100 + '" [(((((]') is None
+    assert "characters, over" in grammar_problem("root ::= " + '"a" ' * MAX_GRAMMAR_CHARS)
+
+
+def test_the_request_guard_refuses_large_bodies_unread_and_notes_requests_in_flight():
+    import asyncio
+
+    from ellm.lm.serve_guard import InFlight, RequestGuard
+
+    seen: list[tuple[bytes, list[str]]] = []
+    flight = InFlight()
+
+    async def app(scope, receive, send):
+        message = await receive()
+        seen.append((message["body"], list(flight.lines.values())))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    guard = RequestGuard(app, max_body=100, in_flight=flight)
+
+    def call(chunks: list[bytes], length: str | None) -> tuple[int, int]:
+        sent: list[dict] = []
+        pending = [{"type": "http.request", "body": c, "more_body": i + 1 < len(chunks)}
+                   for i, c in enumerate(chunks)]
+        read = 0
+
+        async def receive():
+            nonlocal read
+            read += 1
+            return pending.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        headers = [(b"content-length", length.encode())] if length is not None else []
+        asyncio.run(guard({"type": "http", "method": "POST", "path": "/v1/completions",
+                           "headers": headers}, receive, send))
+        return sent[0]["status"], read
+
+    assert call([b"x" * 60, b"y" * 30], "90") == (200, 2)
+    assert seen[-1] == (b"x" * 60 + b"y" * 30, ["POST /v1/completions (90 bytes)"])
+    assert flight.lines == {}  # answered: no longer in flight
+    assert call([b"x" * 20_000_000], "20000000") == (413, 0)  # refused before reading
+    assert call([b"x" * 60, b"y" * 60, b"z" * 60], None) == (413, 2)  # chunked: cut at 120
+    assert len(seen) == 1
+
+
 def test_a_stopped_server_exits_cleanly(capsys):
     import serve_children
 
@@ -370,6 +446,7 @@ def test_constrained_answers_of_the_real_llm_always_parse(tmp_path):
     vocabulary, one valid action, Yes/No and a parameter setting, at temperature 0 and 1, each
     answer meets its constraint; a grammar llama.cpp cannot parse is refused with HTTP 400 and
     the server goes on answering."""
+    import http.client
     import json
     import urllib.error
     import urllib.request
@@ -425,3 +502,25 @@ def test_constrained_answers_of_the_real_llm_always_parse(tmp_path):
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 400 and b"grammar" in refused.value.read()
         assert client.complete("You see a tree. Next:") is not None  # still serving
+        # Inputs that crashed llama.cpp or held it for a minute: refused, the server serves on.
+        deep = "root ::= " + "(" * 5000 + '"a"' + ")" * 5000
+        body = json.dumps({"prompt": "x", "max_tokens": 2, "grammar": deep}).encode()
+        request = urllib.request.Request(f"{base_url}/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 400 and b"nested 5000 deep" in refused.value.read()
+        assert client.complete("You see a stone. Next:") is not None
+        # A 20 MB prompt: answered 413 from its Content-Length, before a byte of it is sent.
+        host, port = base_url.split("//")[1].split("/")[0].split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        start = time.monotonic()
+        connection.putrequest("POST", "/v1/completions")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(20_000_000))
+        connection.endheaders()
+        response = connection.getresponse()
+        assert response.status == 413 and b"body" in response.read()
+        assert time.monotonic() - start < 10
+        connection.close()
+        assert client.complete("You see water. Next:") is not None

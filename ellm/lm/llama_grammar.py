@@ -119,14 +119,21 @@ def refuse_bad_grammars(llama: Any) -> None:
     it turns into one) llama.cpp cannot parse. llama-cpp-python hands such a grammar's null
     sampler to llama.cpp, whose process then dies with SIGSEGV, taking every other request
     with it; parsed here first, with ``llama``'s vocabulary, a bad grammar is refused alone, in
-    words a client recognises (docs/lm.md, "Answers that are always valid")."""
+    words a client recognises (docs/lm.md, "Answers that are always valid"). One too long or
+    nested too deep for llama.cpp's parser is refused before it parses it
+    (:func:`ellm.lm.serve_guard.grammar_problem`)."""
     import llama_cpp
     from fastapi import HTTPException
+
+    from ellm.lm.serve_guard import grammar_problem
 
     original = llama_cpp.LlamaGrammar.from_string.__func__
     vocab = llama._model.vocab
 
     def from_string(cls: type, grammar: str, verbose: bool = True) -> Any:
+        problem = grammar_problem(grammar)  # llama.cpp's parser would overflow its stack
+        if problem is not None:
+            raise HTTPException(status_code=400, detail=problem)
         sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
         if not sampler:
             raise HTTPException(status_code=400, detail="grammar: llama.cpp cannot parse it "

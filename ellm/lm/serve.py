@@ -27,11 +27,16 @@ Constrained answers: a request's ``grammar`` (GBNF, both endpoints) or, on the c
 (``env_spec.lm_spec.constrained``, docs/lm.md); a grammar llama.cpp cannot parse is answered
 HTTP 400 instead of crashing the model process.
 
+Bad requests: a body over ``--max-body-kb`` (default 1 MiB) is answered HTTP 413 before it is
+read, a grammar too long or nested too deep for llama.cpp's parser HTTP 400 before it parses it
+(:mod:`ellm.lm.serve_guard`); the server goes on serving.
+
 Crashes: the model runs in a child process that this one watches. Each copy of the model answers
 one short completion before the server listens; a model that fails it, or a model process that
 dies (e.g. SIGSEGV inside llama.cpp), ends the server with a message naming the failure or the
-signal, and exit code 1. llama.cpp's extra buffer types (weight repacking, which crashes some
-builds on CPUs with AMX) are off unless ``--extra-bufts`` (:mod:`ellm.lm.llama`).
+signal, the requests being answered at the time, and exit code 1. llama.cpp's extra buffer types
+(weight repacking, which crashes some builds on CPUs with AMX) are off unless ``--extra-bufts``
+(:mod:`ellm.lm.llama`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -53,6 +59,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ellm.lm.config import default_cache_dir
+from ellm.lm.serve_guard import FLIGHT_BYTES, MAX_BODY_BYTES, InFlight, RequestGuard
 from ellm.lm.watch import die_with_parent, supervise
 
 PLAIN_CHAT_FORMAT: Final = "ellm-plain"
@@ -85,9 +92,28 @@ PACKAGED_MODELS: Final = {
 DEFAULT_PACKAGED: Final = "gemma3-270m"
 T = TypeVar("T")
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CRASH_HINT: Final = ("A llama.cpp build that crashes here may run with its extra buffer types "
-                     "off (the default; --extra-bufts turns them on) or with fewer --threads; "
-                     "docs/lm.md, 'A real LLM offline'.")
+LOAD_CRASH_HINT: Final = ("A llama.cpp build that crashes while loading may run with its extra "
+                          "buffer types off (the default; --extra-bufts turns them on) or with "
+                          "fewer --threads; docs/lm.md, 'A real LLM offline'.")
+
+
+def crash_hint(in_flight: Any, extra_bufts: bool) -> Callable[[bool], str]:
+    """What the supervisor says of a crash: while loading, the build's known trouble (extra
+    buffer types, if they were on); while serving, the requests that were being answered."""
+
+    def hint(ready: bool) -> str:
+        if not ready:
+            return LOAD_CRASH_HINT if extra_bufts else (
+                "Extra buffer types were off; try fewer --threads, or another llama.cpp "
+                "build; docs/lm.md, 'A real LLM offline'.")
+        lines = InFlight.read(in_flight)
+        if not lines:
+            return "No request was being answered."
+        return (f"Being answered then: {'; '.join(lines)}. The server refuses the inputs known "
+                "to crash llama.cpp (bodies over --max-body-kb, grammars too long or nested too "
+                "deep); docs/lm.md, 'A real LLM offline'.")
+
+    return hint
 
 
 class ModelNotFound(RuntimeError):
@@ -210,13 +236,16 @@ class ServeOptions:
     n_threads: int | None
     parallel: int = 1
     extra_bufts: bool = False  # llama.cpp's weight repacking (ellm.lm.llama): off by default
+    max_body: int = MAX_BODY_BYTES  # request bodies over it are answered 413 unread
 
 
-def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = None) -> None:
+def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = None,
+          in_flight: Any = None) -> None:
     """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM, with
     ``options.parallel`` copies of the model answering concurrent requests. Each copy answers
     one short completion first; then ``ready`` (a pipe to the supervising process) is told
-    "ready", or why the check failed, and the server starts listening."""
+    "ready", or why the check failed, and the server starts listening. Requests pass the
+    guard of :mod:`ellm.lm.serve_guard` (body size, noted in ``in_flight`` while answered)."""
     import uvicorn
     from llama_cpp.server import app as server_app
     from llama_cpp.server.model import LlamaProxy
@@ -251,7 +280,8 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
     # Read back from the loaded model, so the announcement reports what llama.cpp was given.
     extra = "on" if proxies[0]().model_params.use_extra_bufts else "off"
     _tell(ready, f"ready: extra buffer types {extra}; the check answered {answers[0]!r}")
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning")
+    uvicorn.run(RequestGuard(app, options.max_body, InFlight(in_flight)), host=options.host,
+                port=options.port, log_level="warning")
 
 
 def _tell(ready: Connection | None, message: str) -> None:
@@ -260,11 +290,12 @@ def _tell(ready: Connection | None, message: str) -> None:
         ready.close()
 
 
-def _model_process(model: ServedModel, options: ServeOptions, ready: Connection) -> None:
+def _model_process(model: ServedModel, options: ServeOptions, in_flight: Any,
+                   ready: Connection) -> None:
     """The child that holds the model: it dies with the supervisor (Linux), and stops on
     SIGTERM/SIGINT as uvicorn does."""
     die_with_parent()
-    serve(model, options, ready)
+    serve(model, options, ready, in_flight)
 
 
 def wait_until_ready(base_url: str, timeout: float = 120.0,
@@ -305,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="let llama.cpp repack the weights into its extra buffer types "
                              "(AMX, repack); off by default: builds crash with them on some "
                              "CPUs with AMX (docs/lm.md)")
+    parser.add_argument("--max-body-kb", type=int, default=MAX_BODY_BYTES // 1024,
+                        help="request bodies over this many KiB are answered HTTP 413 unread "
+                             f"(default {MAX_BODY_BYTES // 1024})")
     parser.add_argument("--print-path", action="store_true",
                         help="print the model file path and exit")
     args = parser.parse_args(argv)
@@ -312,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--parallel must be an integer >= 1, got {args.parallel}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be an integer >= 1, got {args.threads}")
+    if args.max_body_kb < 1:
+        parser.error(f"--max-body-kb must be an integer >= 1, got {args.max_body_kb}")
     try:
         model = locate_model(args.model, args.cache_dir)
     except ModelNotFound as err:
@@ -326,7 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     url = f"http://{args.host}:{args.port}/v1"
     options = ServeOptions(args.host, args.port, args.n_ctx, args.threads, args.parallel,
-                           args.extra_bufts)
+                           args.extra_bufts, args.max_body_kb * 1024)
+    in_flight = multiprocessing.get_context("spawn").Array("c", FLIGHT_BYTES, lock=False)
     slots = f", {args.parallel} slots" if args.parallel > 1 else ""
 
     def announce(pid: int, status: str) -> None:
@@ -336,8 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"env_spec.lm_spec.base_url={url}", flush=True)
 
     print(f"loading {model.path.name} and checking one completion ...", flush=True)
-    return supervise(_model_process, (model, options), url=url, hint=CRASH_HINT,
-                     on_ready=announce)
+    return supervise(_model_process, (model, options, in_flight), url=url,
+                     hint=crash_hint(in_flight, args.extra_bufts), on_ready=announce)
 
 
 if __name__ == "__main__":

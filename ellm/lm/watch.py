@@ -31,13 +31,16 @@ def signal_name(number: int) -> str:
     return f"{sig.name} ({signal.strsignal(sig) or sig.name})"
 
 
-def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str, hint: str = "",
+def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str,
+              hint: str | Callable[[bool], str] = "",
               on_ready: Callable[[int, str], None] = lambda pid, status: None) -> int:
     """Run ``target(*args, ready)`` in a child process (spawned) and watch it.
 
     The child sends one line on ``ready`` once its model answered the start-up check. Returns
     0 when the child stopped on SIGINT/SIGTERM (which this process forwards to it); otherwise
-    prints what happened, naming the signal that killed the model, and returns 1."""
+    prints what happened, naming the signal that killed the model, and returns 1. ``hint``
+    follows a crash's message: a text, or a function of whether the model was ready (it may
+    read what the child left in shared memory)."""
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=target, args=(*args, send), name="ellm-lm-model")
@@ -74,8 +77,10 @@ def _await_ready(child: BaseProcess, receive: Connection) -> str:
     return ""
 
 
-def _verdict(exitcode: int | None, status: str, stopping: bool, url: str, hint: str) -> int:
+def _verdict(exitcode: int | None, status: str, stopping: bool, url: str,
+             hint: str | Callable[[bool], str]) -> int:
     ready = status.startswith("ready")
+    hint = hint(ready) if callable(hint) else hint
     if stopping and (exitcode == 0 or exitcode in (-signal.SIGTERM, -signal.SIGINT)):
         return 0
     if status.startswith("failed"):

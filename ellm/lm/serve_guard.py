@@ -1,0 +1,161 @@
+"""What the packaged server (:mod:`ellm.lm.serve`) refuses before llama.cpp sees it, and what it
+knows when its model process dies.
+
+llama.cpp trusts its input: a grammar nested a few thousand levels deep overflows its parser's
+stack and kills the process that holds the model (every request in flight with it), and a
+prompt of megabytes is tokenised for a minute before the context check refuses it. So a request
+body over ``max_body`` bytes is answered HTTP 413 before it is read, and a grammar over
+:data:`MAX_GRAMMAR_CHARS` characters or nested deeper than :data:`MAX_GRAMMAR_DEPTH` HTTP 400
+before llama.cpp parses it. Each request in flight is written to a shared buffer
+(:class:`InFlight`), so that a crash is reported with the requests that were being answered,
+not with a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+MAX_BODY_BYTES: Final = 1024 * 1024  # --max-body-kb's default: ~250k tokens of text
+MAX_GRAMMAR_CHARS: Final = 64 * 1024  # the game's goal-list grammars take ~2-4k
+MAX_GRAMMAR_DEPTH: Final = 32  # nested groups; ours nest 3 deep
+FLIGHT_BYTES: Final = 2048
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def grammar_problem(grammar: str) -> str | None:
+    """Why llama.cpp must not parse ``grammar`` (GBNF), or None: too long, or groups nested
+    deeper than :data:`MAX_GRAMMAR_DEPTH` (outside string literals and character classes)."""
+    if len(grammar) > MAX_GRAMMAR_CHARS:
+        return f"grammar: {len(grammar):,} characters, over the server's {MAX_GRAMMAR_CHARS:,}"
+    depth = deepest = 0
+    quote = bracket = escaped = False
+    for char in grammar:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif quote:
+            quote = char != '"'
+        elif bracket:
+            bracket = char != "]"
+        elif char == '"':
+            quote = True
+        elif char == "[":
+            bracket = True
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    if deepest > MAX_GRAMMAR_DEPTH:
+        return (f"grammar: groups nested {deepest} deep, over the server's "
+                f"{MAX_GRAMMAR_DEPTH}")
+    return None
+
+
+class InFlight:
+    """The requests being answered, one line each, in a buffer shared with the supervising
+    process (a ``multiprocessing`` char array of :data:`FLIGHT_BYTES`, or None: not kept)."""
+
+    def __init__(self, buffer: Any = None) -> None:
+        self.buffer = buffer
+        self.lines: dict[int, str] = {}
+
+    def start(self, key: int, line: str) -> None:
+        self.lines[key] = line
+        self._write()
+
+    def end(self, key: int) -> None:
+        self.lines.pop(key, None)
+        self._write()
+
+    def _write(self) -> None:
+        if self.buffer is None:
+            return
+        text = "\n".join(self.lines.values()).encode("utf-8", "replace")[:FLIGHT_BYTES - 1]
+        self.buffer.value = text
+
+    @staticmethod
+    def read(buffer: Any) -> list[str]:
+        raw = bytes(buffer.value) if buffer is not None else b""
+        return [line for line in raw.decode("utf-8", "replace").splitlines() if line]
+
+
+class RequestGuard:
+    """ASGI middleware: bodies over ``max_body`` bytes answered 413 (by their Content-Length
+    before a byte is read, else as soon as the body passes it), and each request noted in
+    ``in_flight`` while it is answered."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], max_body: int,
+                 in_flight: InFlight | None = None) -> None:
+        self.app, self.max_body = app, max_body
+        self.in_flight = in_flight or InFlight()
+        self._next = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        declared = headers.get("content-length", "")
+        if declared and (not declared.isdigit() or int(declared) > self.max_body):
+            await _refuse(send, 413, f"request body of {declared} bytes: over the server's "
+                                     f"{self.max_body:,} (--max-body-kb)")
+            return
+        body = await _read_body(receive, self.max_body)
+        if body is None:
+            await _refuse(send, 413, f"request body over the server's {self.max_body:,} bytes "
+                                     "(--max-body-kb)")
+            return
+        replayed = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        self._next += 1
+        key = self._next
+        self.in_flight.start(key, f"{scope.get('method', '?')} {scope.get('path', '?')} "
+                                  f"({len(body):,} bytes)")
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            self.in_flight.end(key)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None once it passes ``limit`` bytes (the rest unread)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)  # the client left: the app sees an empty body
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                 "code": status}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["MAX_BODY_BYTES", "MAX_GRAMMAR_CHARS", "MAX_GRAMMAR_DEPTH", "InFlight",
+           "RequestGuard", "grammar_problem"]
