@@ -2,10 +2,11 @@
 escape it, with a time limit (docs/optimizers.md, "The sandbox").
 
 The worker (:mod:`llm_in_the_loop.sandbox_worker`) runs inside Linux namespaces set up by bubblewrap
-(:mod:`llm_in_the_loop.sandbox_bwrap`): it sees only the Python installation and numpy, read-only;
-no network, no other process, no environment. It runs each load and each call of the code in a
-fresh forked child under a seccomp filter (:mod:`llm_in_the_loop.sandbox_seccomp`): no threads, no
-processes, no sockets; the child's answer reaches the run only through the worker, framed so
+(:mod:`llm_in_the_loop.sandbox_bwrap`): it sees only the interpreter, its standard library, numpy
+and their shared libraries, read-only; no network, no other process, no environment. It runs
+each load and each call of the code in a fresh forked child under a deny-by-default seccomp
+filter (:mod:`llm_in_the_loop.sandbox_seccomp`): no files, threads, processes, sockets, IPC or
+shared memory, so ``RLIMIT_AS`` bounds all the memory it can take; the child's answer reaches the run only through the worker, framed so
 that the code cannot pass off bytes as another call's answer. Where this is not possible
 (not Linux, user namespaces disabled) :class:`Sandbox` refuses unless ``isolation="none"``,
 which keeps only the worker's Python-level guards and limits: not a security boundary.
@@ -79,6 +80,10 @@ class Sandbox:
             log.warning("sandbox=none: policy code runs WITHOUT OS isolation; code written to "
                         "escape can read and write your files, use the network, read your API "
                         "key and start processes. Use it only with models you trust.")
+        else:
+            log.info("sandbox: namespaces and a deny-by-default seccomp filter; memory: %d MB "
+                     "of address space per call (RLIMIT_AS), no cgroup: the filter leaves the "
+                     "code no memory outside its own process", memory_mb)
         self.timeout = timeout
         self.memory_mb = memory_mb
         self.isolation = isolation

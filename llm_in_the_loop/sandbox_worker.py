@@ -310,10 +310,22 @@ def _limit(memory_mb: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing a file fails instead of killing
 
 
+def _extensions() -> list[str]:
+    """The files of the extension modules loaded now (the sandbox mounts their libraries)."""
+    files = (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+    return sorted({f for f in files if isinstance(f, str) and f.endswith(".so")})
+
+
 def main(args: list[str]) -> None:
     """``args``: memory limit (MB), time limit (s), mode: sandbox | none | check (the filter
-    refuses a socket and a process: one answer, then exit)."""
+    refuses a socket and a process: one answer, then exit) | extensions (print the extension
+    modules the worker loads, as JSON, run outside the sandbox)."""
     memory_mb, timeout, mode = int(args[0]), float(args[1]), args[2]
+    if mode == "extensions":
+        for name in (*ALLOWED_MODULES, *NUMPY_PARTS, "ctypes", "socket"):
+            importlib.import_module(name)
+        print(json.dumps(_extensions()))
+        return
     _limit(memory_mb)
     prctl = _libc_prctl()
     if prctl is not None:
@@ -330,6 +342,7 @@ def main(args: list[str]) -> None:
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     supervisor = Supervisor(timeout, sandbox)
     if mode == "check":
+        importlib.import_module("socket")  # the probe's child may open no file to import it
         answers.write(message(supervisor.run(b'{"op": "probe"}')))
         return
     gc.freeze()  # the children's collections skip what exists now: fewer pages copied per fork

@@ -6,9 +6,12 @@ gets its own answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -75,7 +78,8 @@ def test_every_route_to_os_reaches_it_and_the_os_still_holds(box, secret, route)
     body = BYPASS.replace('os = g["sys"].modules["os"]\n', "") + ROUTES[route] + "\n" + READ
     assert box.load(policy(body), "controller").ok
     outcome = box.call(secret[0])
-    assert outcome.value == [True, "FileNotFoundError"], outcome  # os reached, file not there
+    # os reached; the filter refuses to open any file (and the file is not mounted)
+    assert outcome.value == [True, "PermissionError"], outcome
     assert secret[1] not in repr(outcome)
     assert_honest(box)
 
@@ -83,15 +87,15 @@ def test_every_route_to_os_reaches_it_and_the_os_still_holds(box, secret, route)
 @needs_os
 def test_files_are_out_of_reach(box, secret, tmp_path):
     readme = (ROOT / "README.md").read_text().splitlines()[0]
-    for path in (secret[0], str(ROOT / "README.md"), "/etc/hostname", "/etc/passwd"):
+    for path in (secret[0], str(ROOT / "README.md"), "/etc/hostname", "/etc/passwd",
+                 sandbox_bwrap.numpy_site() + "/numpy/__init__.py"):
         value, error = run(box, BYPASS + READ, path)
-        assert value == [True, "FileNotFoundError"], (path, value, error)
+        assert value == [True, "PermissionError"], (path, value, error)
         assert secret[1] not in repr(value) and readme not in repr(value)
     _, error = run(box, BYPASS + 'return b.open("/etc/hostname").read()')  # the review's
-    assert error.startswith("FileNotFoundError"), error
-    value, _ = run(box, BYPASS + "return sorted(os.listdir('/'))")
-    mounted = {Path(p).parts[1] for p in sandbox_bwrap.runtime_paths()} | {"lib", "lib64", "usr"}
-    assert set(value) <= mounted | {"sandbox"}, value  # no /home, /proc, /tmp, /dev ...
+    assert error.startswith("PermissionError"), error
+    _, error = run(box, BYPASS + "return sorted(os.listdir('/'))")
+    assert error.startswith("PermissionError"), error  # no directory can be listed either
     targets = [tmp_path / "made", Path(tempfile.gettempdir()) / f"ellm-made-{os.getpid()}",
                Path(sandbox_bwrap.numpy_site()) / "numpy" / "made", Path("/made")]
     write = ("out = []\nfor p in obs:\n    try:\n"
@@ -178,7 +182,7 @@ def test_the_environment_and_proc_are_out_of_reach(box):
                      "\nreturn out")
     value, error = run(box, body, paths)
     assert error is None and KEY not in repr(value)
-    assert value[1:] == ["FileNotFoundError"] * 4
+    assert value[1:] == ["PermissionError"] * 4
     assert "OPENAI_API_KEY" not in value[0]
     assert_honest(box)
 
@@ -201,3 +205,56 @@ def test_the_code_holds_no_way_back_to_the_run(box):
     body = BYPASS + ("out = []\nfor fd in range(4096):\n    try:\n        os.fstat(fd)\n"
                      "        out.append(fd)\n    except OSError:\n        pass\nreturn out")
     assert run(box, body) == ([1, 2], None)  # its own pipe to the worker, nothing else
+
+
+# ---- resources: nothing shared outside the process, nothing left for the next candidate ----
+LIBC = 'ctypes = g["sys"].modules["ctypes"]\nlibc = ctypes.CDLL(None, use_errno=True)\n'
+HOSTILE = {
+    # System V shared memory, semaphores, queues: made, and left for the next candidate
+    "sysv": ("out = [libc.shmget(0, 1 << 26, 0o1666), libc.semget(0, 1, 0o1666), "
+             "libc.msgget(0, 0o1666)]\nreturn out + [ctypes.get_errno()]"),
+    "memfd": "return [libc.memfd_create(b'x', 0), ctypes.get_errno()]",
+    # Another process's priority, scheduler and limits: the worker is the code's parent
+    "priority": "return [libc.setpriority(0, os.getppid(), 19), ctypes.get_errno()]",
+    "scheduler": ("p = ctypes.c_int(0)\nreturn [libc.sched_setscheduler(os.getppid(), 5, "
+                  "ctypes.byref(p)), ctypes.get_errno()]"),
+    "limits": ("lim = (ctypes.c_ulong * 2)(1 << 20, 1 << 20)\n"
+               "return [libc.prlimit(os.getppid(), 9, lim, None), ctypes.get_errno()]"),
+    "own limits": ("lim = (ctypes.c_ulong * 2)(1 << 62, 1 << 62)\n"
+                   "return [libc.setrlimit(9, lim), ctypes.get_errno()]"),
+}
+
+
+@needs_os
+@pytest.mark.parametrize("attack", HOSTILE)
+def test_code_cannot_hold_resources_or_reach_the_next_candidate(box, attack):
+    value, error = run(box, BYPASS + LIBC + HOSTILE[attack])
+    assert error is None, error
+    *results, errno_value = value
+    assert all(r == -1 for r in results) and errno_value == 1, value  # -1, EPERM
+    # The next, honest candidate runs as it would alone: full speed, its own answer.
+    assert_honest(box)
+    start = time.monotonic()
+    value, error = run(box, "total = 0\nfor i in range(10 ** 6):\n    total += i\nreturn total")
+    assert (value, error) == (sum(range(10 ** 6)), None)
+    assert time.monotonic() - start < 5
+
+
+@needs_os
+def test_the_root_holds_only_the_interpreter_numpy_and_their_libraries():
+    walk = ("import os, json\nfiles = []\nfor top, dirs, names in os.walk('/'):\n"
+            "    files += [os.path.join(top, n) for n in names]\nprint(json.dumps(files))")
+    bwrap, _ = sandbox_bwrap.usable()
+    done = subprocess.run([*sandbox_bwrap.sandbox_args(bwrap), "--",
+                           os.path.realpath(sys.executable), "-I", "-S", "-c", walk],
+                          capture_output=True, text=True, timeout=120, check=True, env={})
+    files = json.loads(done.stdout)
+    assert not any(part in f for f in files for part in (
+        "site-packages/torch", "site-packages/ellm", "/etc/passwd", "libssl", "libsqlite",
+        "libX11", "libcurl"))
+    base_site = sysconfig.get_paths(vars={"base": sys.base_prefix})["purelib"]
+    assert not any(f.startswith(base_site + "/") for f in files)  # the interpreter's packages
+    assert any(f.endswith("numpy/__init__.py") for f in files)
+    assert any(f.endswith("/json/__init__.py") for f in files)  # the standard library
+    # The standard library (with its tests) and numpy: ~9k files here; the host root held ~113k.
+    assert len(files) < 20_000, len(files)
