@@ -56,8 +56,11 @@ class FeatureReward(IntrinsicReward):
 
     def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         raw, reward, terms = self.reward(self.read(batch))
+        # The batch's own spread beside the cumulative one: their ratio is the normaliser's
+        # memory, which makes the paper setting's reward rise (docs/baselines.md).
         return reward, {f"{self.name}_raw": raw.mean().detach(),
                         f"{self.name}_raw_std": self.stats.std,
+                        f"{self.name}_raw_batch_std": raw.float().std(unbiased=False).detach(),
                         **{f"{self.name}_{name}_raw": v for name, v in terms.items()},
                         "intrinsic_reward": reward.mean().detach(),
                         "intrinsic_return": reward.mean().detach()}

@@ -558,6 +558,9 @@ def test_paper_rnd_pays_one_normalised_reward_per_sample_from_the_dqn_encoder(tm
         reward, metrics = plugin.compute(batch)
         assert metrics[f"{plugin.name}_raw"] == pytest.approx(raw.mean().item(), abs=1e-6)
         assert torch.allclose(reward, raw / (math.sqrt(stats.var) + 1e-8), atol=1e-5)
+        # The batch's spread, logged beside the cumulative std (the normaliser's memory).
+        assert float(metrics[f"{plugin.name}_raw_batch_std"]) == pytest.approx(
+            raw.std(unbiased=False).item(), rel=1e-5)
         assert reward.shape == (16,)  # one per sample: it stands for the n-step return
         metrics = agent.update(batch, 4)
         assert all(math.isfinite(v) for v in metrics.values())
