@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -113,19 +114,46 @@ def check_before_hydra(argv: list[str]) -> None:
     from hydra.errors import HydraException
 
     from ellm.checkpoint import CheckpointError
-    from ellm.config import ConfigError, validate
+    from ellm.config import ConfigError, check_added_keys, validate
 
     logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
     try:
         jobs = _job_overrides(argv)
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             for overrides in jobs:
-                validate(compose("config", overrides=overrides))
+                cfg = compose("config", overrides=overrides)
+                check_added_keys(cfg, added_keys(overrides, compose))
+                validate(effective_config(cfg, overrides))
     except (HydraException, ConfigError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(CONFIG_ERROR)
     finally:
         logging.disable(logging.NOTSET)
+
+
+def added_keys(overrides: list[str], compose: Any) -> list[str]:
+    """The keys ``+key=value`` overrides add: those the config has no place for without them."""
+    plus = [o for o in overrides if o.startswith("+")]
+    if not plus:
+        return []
+    base = compose("config", overrides=[o for o in overrides if o not in plus])
+    keys = [o.lstrip("+").partition("=")[0] for o in plus]
+    return [k for k in keys if OmegaConf.select(base, k, default=_ABSENT) is _ABSENT]
+
+
+_ABSENT = object()
+
+
+def effective_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The config a job runs with: a resumed run's is its snapshot's, with what the command
+    line may change on top (:mod:`ellm.resume`)."""
+    from hydra import compose
+
+    from ellm.resume import resumed_config, resuming
+
+    if not resuming(cfg):
+        return cfg
+    return resumed_config(cfg, overrides, lambda o: compose("config", overrides=o))
 
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
@@ -139,7 +167,8 @@ def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
     try:
-        workspace = Workspace(cfg, run_dir)
+        workspace = Workspace(effective_config(cfg, list(HydraConfig.get().overrides.task)),
+                              run_dir)
     except (ConfigError, CheckpointError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         remove_if_empty(run_dir)

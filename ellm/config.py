@@ -12,9 +12,11 @@ unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +101,7 @@ class RunOptions:
     decay_after_reward: bool = boolean()
     use_extr_rew: bool = boolean()
     progress: bool = boolean()
+    progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
 
 
 @dataclass(frozen=True)
@@ -148,9 +151,36 @@ def agent_target(cfg: DictConfig) -> str:
     return AGENT_ALIASES.get(cfg.agent._target_, cfg.agent._target_)
 
 
-def agent_options(cfg: DictConfig) -> Any:
-    """The ``agent`` block parsed by the options dataclass (``Options``) of the class that
-    ``agent._target_`` names."""
+def check_added_keys(cfg: DictConfig, added: Iterable[str]) -> None:
+    """Refuse a key that a ``+key=value`` override adds unless a schema knows it: the LM
+    spec's keys, the options of the agent class, the original's spellings. Hydra adds any
+    key given with ``+``, so ``+num_train_frame=100`` would otherwise start a default run;
+    the error names the closest known key."""
+    from ellm.lm.config import LMSpec
+
+    known = {f"env_spec.lm_spec.{f.name}" for f in dataclasses.fields(LMSpec)}
+    known |= {f"agent.{f.name}" for f in dataclasses.fields(_agent_schema(cfg))}
+    known |= set(IGNORED_KEYS)
+    for key in added:
+        if key in known:
+            continue
+        existing = set(leaf_keys(OmegaConf.to_container(cfg, resolve=False))) | known
+        close = difflib.get_close_matches(key, existing - {key}, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"{key} is not a key of this config (+{key}=... adds a key that no "
+                          f"part of the run reads, so it would change nothing){hint}")
+
+
+def leaf_keys(data: Any, prefix: str = "") -> list[str]:
+    """The dotted names of every leaf of nested mappings."""
+    if not isinstance(data, dict) or not data:
+        return [prefix] if prefix else []
+    return [k for key, value in data.items()
+            for k in leaf_keys(value, f"{prefix}.{key}" if prefix else str(key))]
+
+
+def _agent_schema(cfg: DictConfig) -> type:
+    """The options dataclass (``Options``) of the agent class ``agent._target_`` names."""
     target = cfg.agent.get("_target_")
     if not (isinstance(target, str) and "." in target):
         raise ConfigError(f"agent._target_={target!r} is invalid: expected a dotted class path, "
@@ -165,7 +195,13 @@ def agent_options(cfg: DictConfig) -> Any:
         raise ConfigError(f"agent._target_={target!r} is invalid: expected an agent class with "
                           "an Options dataclass of its keys (e.g. a subclass of "
                           "ellm.agent.DQNAgent)")
-    return parse(schema, cfg.agent, "agent.")
+    return schema
+
+
+def agent_options(cfg: DictConfig) -> Any:
+    """The ``agent`` block parsed by the options dataclass (``Options``) of the class that
+    ``agent._target_`` names."""
+    return parse(_agent_schema(cfg), cfg.agent, "agent.")
 
 
 def resolve_device(device: Any) -> torch.device:
@@ -255,6 +291,7 @@ __all__ = [
     "RunOptions",
     "agent_options",
     "agent_target",
+    "check_added_keys",
     "check_lm_spec",
     "parse",
     "redacted",

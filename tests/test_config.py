@@ -14,6 +14,7 @@ from ellm.agent_options import IGNORED_OPTIONS
 from ellm.config import (
     IGNORED_KEYS,
     ConfigError,
+    check_added_keys,
     resolve_threads,
     resolve_workers,
     validate,
@@ -201,3 +202,26 @@ def test_auto_replay_workers_fit_the_machine():
     assert resolve_workers("auto", cpus=4) == 2
     assert resolve_workers("auto", cpus=32) == 4
     assert resolve_workers(5, cpus=2) == 5
+
+
+@pytest.mark.parametrize("overrides, added", [
+    # the original README's spellings, and keys a schema documents beyond config.yaml
+    (("agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True"), ["agent.noveld"]),
+    (("agent._target_=baselines.icm_apt.ICMAPTAgent", "+agent.use_language=True"),
+     ["agent.use_language"]),
+    (("+env_spec.lm_spec.price=[1.0,2.0]",), ["env_spec.lm_spec.price"]),
+    (("+env_spec.lm_spec.backoff=0",), ["env_spec.lm_spec.backoff"]),
+])
+def test_keys_a_schema_knows_may_be_added(overrides, added):
+    check_added_keys(config(*overrides), added)
+
+
+@pytest.mark.parametrize("overrides, added, closest", [
+    (("+num_train_frame=100",), ["num_train_frame"], "num_train_frames"),
+    (("+env_spec.lm_spec.budgett=3",), ["env_spec.lm_spec.budgett"], "env_spec.lm_spec.budget"),
+    (("+agent.train_eps_mim=0.1",), ["agent.train_eps_mim"], "agent.train_eps_min"),
+])
+def test_an_added_key_nothing_reads_is_refused_with_the_closest_known(overrides, added,
+                                                                      closest):
+    with pytest.raises(ConfigError, match=f"{added[0]} is not a key.*did you mean {closest}"):
+        check_added_keys(config(*overrides), added)

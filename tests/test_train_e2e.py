@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,9 +118,14 @@ def test_resume_after_kill_9_continues_the_counters(train, tmp_path):
     out = snap.parent
     killed_meta = torch.load(snap, weights_only=True)["meta"]
     killed_at = killed_meta["frame"]
-    train(*PRETRAIN, f"snapshot_path={out}", "exp_name=KILL",
-          f"num_train_frames={killed_at + 120}", *TINY[1:])
+    # As the Ctrl-C hint and the README say: the run dir, and a longer budget if wanted; the
+    # run's own settings (its method, budget schedule, episode length ...) come from the snapshot.
+    proc = train(f"snapshot_path={out}", f"num_train_frames={killed_at + 120}")
+    assert "resuming with the run's own settings" in proc.stderr + proc.stdout
     assert len(list(tmp_path.glob("exp_local/*/KILL_*"))) == 1  # same run dir
+    config = json.loads((out / "config.json").read_text())
+    assert (config["eval_every_frames"], config["env_spec"]["length"]) == (120, 40)
+    assert config["use_goal"] is True and config["num_train_frames"] == killed_at + 120
     meta = torch.load(snap, weights_only=True)["meta"]
     assert meta["frame"] == killed_at + 120
     eval_frames = [int(r["frame"]) for r in csv_rows(out / "eval.csv")]
@@ -143,6 +149,20 @@ def test_resume_after_kill_9_continues_the_counters(train, tmp_path):
     assert taken and int(taken.group(1)) > 0
 
 
+def test_resume_refuses_a_change_that_is_not_the_same_run(train, pretrained, tmp_path):
+    run = tmp_path / "copied_run"
+    shutil.copytree(pretrained, run)
+    before = (run / "train.csv").read_text()
+    proc = train(f"snapshot_path={run}", "seed=5", "preset=cpu_small", "num_train_frames=480",
+                 check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "seed (snapshot: 1, now: 5)" in proc.stderr  # a key named on the command line
+    assert "eval_every_frames (snapshot: 120, now: 5000)" in proc.stderr  # set by its group
+    assert "num_train_frames" not in proc.stderr.split("changes")[1].split(". Only")[0]
+    assert "finetune_snapshot=True" in proc.stderr and "Traceback" not in proc.stderr
+    assert (run / "train.csv").read_text() == before  # nothing ran
+
+
 # Every key's check is tested in process (test_config.py); here, that train.py stops with the
 # message and exit code 2 and no traceback, for a schema check, a game's check and a file.
 @pytest.mark.parametrize("override, message", [
@@ -159,9 +179,16 @@ def test_bad_input_fails_before_training_naming_the_key(train, tmp_path, overrid
     assert not list(tmp_path.glob("exp_local/*/BAD_*/train.csv"))
 
 
-def test_unknown_key_is_rejected(train):
+def test_unknown_key_is_rejected(train, tmp_path):
     proc = train("num_train_frame=10", check=False, timeout=60)
     assert proc.returncode != 0 and "num_train_frame" in proc.stderr
+    # Hydra's own hint, followed: a key added with + that nothing reads never starts a run.
+    for added, closest in (("+num_train_frame=100", "num_train_frames"),
+                           ("+env_spec.lengthh=3", "env_spec.length")):
+        proc = train(added, check=False, timeout=60)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert f"did you mean {closest}?" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp_local").exists()
 
 
 def test_incompatible_checkpoint_names_the_keys(train, pretrained):

@@ -1,0 +1,127 @@
+"""Resuming is the run, continued: ``snapshot_path=RUN_DIR`` takes the config the snapshot
+recorded as the base, whatever ``config.yaml`` says now.
+
+A key given on the command line (or set by a config group given there) may differ from the
+snapshot's only if it is in :data:`SAFE_ON_RESUME`: a longer budget, logging, where and how fast
+the run computes, where its LM is served. Any other difference stops the run before it starts
+(exit code 2), naming each key with both values. Keys the command line does not name take the
+snapshot's value, so ``python train.py snapshot_path=RUN_DIR`` alone resumes the run as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from ellm import checkpoint
+from ellm.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+SAFE_ON_RESUME: Final = frozenset({
+    "num_train_frames", "snapshot_path", "save_snapshot", "save_buffer", "resume_id",
+    "use_tb", "use_wandb", "progress", "exp_name", "device", "torch_threads",
+    "replay_buffer_num_workers", "num_actors", "env_spec.lm_spec.budget",
+    "env_spec.lm_spec.base_url", "env_spec.lm_spec.timeout", "env_spec.lm_spec.max_retries",
+    "env_spec.lm_spec.cache_dir", "env_spec.lm_spec.backoff", "env_spec.lm_spec.max_backoff",
+})
+# Keys of the recorded config that are never taken back: secrets are recorded blanked, and
+# the flags that make this a resumption are this command's.
+_NOT_RECORDED: Final = frozenset({"openai_key", "openai_org", "env_spec.lm_spec.openai_key",
+                                  "env_spec.lm_spec.api_key", "env_spec.lm_spec.openai_org",
+                                  "finetune_snapshot"})
+GROUPS: Final = ("agent", "method", "preset")
+
+
+def resuming(cfg: DictConfig) -> bool:
+    return bool(cfg.get("snapshot_path")) and not cfg.get("finetune_snapshot")
+
+
+def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": value}`` for every leaf of nested mappings (lists are leaves)."""
+    if not isinstance(data, Mapping) or (prefix and not data):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def named_keys(overrides: Sequence[str]) -> tuple[set[str], list[str]]:
+    """(the keys ``key=value`` overrides name, the config-group overrides), Hydra's own
+    ``hydra.*`` keys left out."""
+    keys, groups = set(), []
+    for override in overrides:
+        key = override.lstrip("+~").partition("=")[0].strip()
+        if key.startswith(("hydra.", "hydra/")) or not key:
+            continue
+        if key in GROUPS or "/" in key:
+            groups.append(override)
+        else:
+            keys.add(key)
+    return keys, groups
+
+
+def explicit_keys(overrides: Sequence[str],
+                  compose: Callable[[list[str]], DictConfig] | None) -> set[str]:
+    """Every key the command line sets: those it names, and the ones its config groups change
+    (``compose(overrides)`` composes the config, to see what a group sets)."""
+    keys, groups = named_keys(overrides)
+    if groups and compose is not None:
+        plain = [o for o in overrides if o not in groups]
+        with_groups = leaves(OmegaConf.to_container(compose(list(overrides)), resolve=False))
+        without = leaves(OmegaConf.to_container(compose(plain), resolve=False))
+        keys |= {k for k, v in with_groups.items() if without.get(k, object()) != v}
+    return {k for k in keys if not k.startswith("hydra")}
+
+
+def resumed_config(cfg: DictConfig, overrides: Sequence[str],
+                   compose: Callable[[list[str]], DictConfig] | None = None) -> DictConfig:
+    """``cfg`` with the snapshot's recorded config as its base (module docstring); raises
+    :class:`ConfigError` naming every key the command line changes that may not change."""
+    path = checkpoint.resolve(cfg.snapshot_path, "snapshot_path")
+    recorded = checkpoint.load(path)[1].get("config")
+    if not isinstance(recorded, Mapping):
+        log.warning("snapshot_path: %s records no config (an older snapshot): resuming with "
+                    "the command line's config as it is", path)
+        return cfg
+    explicit = explicit_keys(overrides, compose)
+    then = leaves(dict(recorded))
+    now = leaves(OmegaConf.to_container(cfg, resolve=True))
+    refused, taken = [], {}
+    for key, value in now.items():
+        if key in _NOT_RECORDED or key.startswith("hydra") or key not in then:
+            continue
+        if then[key] == value:
+            continue
+        if key in explicit:
+            if key not in SAFE_ON_RESUME:
+                refused.append(f"{key} (snapshot: {then[key]!r}, now: {value!r})")
+        else:
+            taken[key] = then[key]
+    if refused:
+        raise ConfigError(
+            f"snapshot_path={cfg.snapshot_path}: a resumed run continues as it was recorded, "
+            f"but the command line changes {', '.join(refused)}. Only "
+            f"{', '.join(sorted(SAFE_ON_RESUME))} may change when resuming; drop the others "
+            "(the snapshot's values are used), or start a new run from these weights with "
+            "finetune_snapshot=True")
+    out = cfg.copy()
+    with open_dict(out):
+        for key, value in taken.items():
+            OmegaConf.update(out, key, value, merge=False, force_add=True)
+    if taken:
+        log.info("resuming with the run's own settings: %s", _shown(taken))
+    return out
+
+
+def _shown(values: Mapping[str, Any], limit: int = 12) -> str:
+    items = [f"{k}={v!r}" for k, v in sorted(values.items())]
+    more = f", and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+__all__ = ["SAFE_ON_RESUME", "explicit_keys", "leaves", "resumed_config", "resuming"]
