@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tqdm import tqdm
@@ -38,13 +38,46 @@ class Timer:
         return {name: total / elapsed for name, total in self.totals.items()}
 
 
-class Progress:
-    """A tqdm bar on a terminal; elsewhere (a redirected log) one line every ``every`` frames.
-    Either shows one rate: frames per second."""
+def duration(seconds: float) -> str:
+    """``45 s``, ``12.5 min``, ``3.2 h``: a wall time in the unit a person would say it in."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
-    def __init__(self, total: int, initial: int, enabled: bool, every: int,
-                 stream=None) -> None:
-        self.total, self.frame, self.every = total, initial, max(1, every)
+
+class EverySeconds:
+    """True at most once every ``seconds`` of wall time (0: every call), so that progress lines
+    come at a steady pace however long each step takes."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = float(seconds), clock
+        self.start = self._last = clock()
+
+    def __call__(self) -> bool:
+        now = self.clock()
+        if now - self._last < self.seconds:
+            return False
+        self._last = now
+        return True
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+
+class Progress:
+    """A tqdm bar on a terminal; elsewhere (a redirected log) one line every ``every_s`` seconds
+    of wall time, with frames per second and the time left. Either way the first stretch
+    measured gives a time estimate, logged once: a projection at the pace so far, which counts
+    the evaluations and the seed frames (below ``seed_frames``: random actions, no updates)
+    of that stretch."""
+
+    def __init__(self, total: int, initial: int, enabled: bool, every_s: float,
+                 seed_frames: int = 0, stream=None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.total, self.frame, self.enabled = total, initial, enabled
+        self.seed_frames = seed_frames
         self.status = ""
         stream = stream if stream is not None else sys.stderr
         self.bar = None
@@ -52,19 +85,36 @@ class Progress:
             self.bar = tqdm(total=total, initial=initial, unit="frame", dynamic_ncols=True,
                             smoothing=0.05, file=stream)
         self.lines = enabled and self.bar is None
-        self._mark = (initial, time.perf_counter())
+        self._due = EverySeconds(every_s, clock)
+        self._first = self._mark = (initial, self._due.start)
+        self._estimated = False
 
     def update(self, frame: int) -> None:
         if self.bar is not None:
             self.bar.update(frame - self.frame)
-        elif self.lines and frame // self.every > self.frame // self.every:
-            then, t0 = self._mark
-            rate = (frame - then) / max(time.perf_counter() - t0, 1e-9)
-            self._mark = (frame, time.perf_counter())
-            log.info("frame %d/%d (%.0f%%) | %.1f frames/s%s", frame, self.total,
-                     100.0 * frame / max(self.total, 1), rate,
-                     f" | {self.status}" if self.status else "")
         self.frame = frame
+        if self.enabled and self._due():
+            self._report(self._due.clock())
+
+    def _report(self, now: float) -> None:
+        first, t0 = self._first
+        pace = (self.frame - first) / max(now - t0, 1e-9)  # frames/s since this run started
+        left = max(self.total - self.frame, 0) / max(pace, 1e-9)
+        if not self._estimated:
+            self._estimated = True
+            seeds = max(min(self.frame, self.seed_frames) - first, 0)
+            log.info("time estimate: about %s for the remaining %d frames, a projection at "
+                     "%.1f frames/s over the first %d frames (%s of wall time, evaluations "
+                     "included%s)", duration(left), self.total - self.frame, pace,
+                     self.frame - first, duration(now - t0),
+                     f"; {seeds} of them seed frames, faster without updates" if seeds else "")
+        if self.lines:
+            then, t_then = self._mark
+            rate = (self.frame - then) / max(now - t_then, 1e-9)
+            log.info("frame %d/%d (%.0f%%) | %.1f frames/s | about %s left%s", self.frame,
+                     self.total, 100.0 * self.frame / max(self.total, 1), rate, duration(left),
+                     f" | {self.status}" if self.status else "")
+        self._mark = (self.frame, now)
 
     def set_status(self, text: str) -> None:
         self.status = text

@@ -37,6 +37,7 @@ from ellm.entry import write_record
 from ellm.evaluate import Evaluator
 from ellm.games import EpisodeCounted
 from ellm.goals import NoGoals
+from ellm.lm.nonblocking import fallback_warning
 from ellm.logger import Logger
 from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
@@ -172,7 +173,7 @@ class Workspace(ActorLoop):
         summaries and the run's wall time go to the log (console and ``train.log``)."""
         cfg, timer, first_frame = self.cfg, Timer(), self.frame
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
-                                 every=min(10_000, max(100, cfg.num_train_frames // 20)))
+                                 every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
         try:
             with logging_redirect_tqdm():  # log lines print above the progress bar
                 if self.num_actors > 1:
@@ -184,6 +185,8 @@ class Workspace(ActorLoop):
             drained = self._close_lm()
             if drained:
                 self.logger.log(drained, self.frame)
+            if (slow_lm := fallback_warning(self._lm_counts())) is not None:
+                log.warning(slow_lm)
             self.logger.close()
         self.wall_time = timer.elapsed()
         log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,

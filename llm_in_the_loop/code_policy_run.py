@@ -37,7 +37,8 @@ from ellm.entry import hydra_entry, write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.logger import Logger
-from ellm.schema import integer, is_num, one_of, parse, valid
+from ellm.schema import integer, is_num, non_negative, one_of, parse, valid
+from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.code_policy import (
     CodeTarget,
     CrafterTarget,
@@ -74,6 +75,7 @@ class CodeOptions:
     code_timeout: float = valid("a number > 0", lambda v: is_num(v) and v > 0)
     code_memory_mb: int = integer(256)
     sandbox: str = one_of(*ISOLATIONS)
+    progress_every_s: float = non_negative()
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class CodePolicyRun:
         write_record(self.run_dir, self.record())
         self.logger = Logger(self.run_dir)
         self.frame = self.episodes = 0
+        self.pace = EverySeconds(self.opts.progress_every_s)
 
     def record(self) -> dict[str, Any]:
         config = run_config(self.cfg, self.client)
@@ -232,8 +235,13 @@ class CodePolicyRun:
 
     def evaluate(self) -> dict[str, float]:
         """Play the current policy on the evaluation worlds (no update); log the means."""
-        code = self.learner.source if self.learner else None
-        rollouts = [self._play(code, self._seed(j)) for j in range(self.opts.num_eval_episodes)]
+        code, rollouts = self.learner.source if self.learner else None, []
+        for j in range(self.opts.num_eval_episodes):
+            rollouts.append(self._play(code, self._seed(j)))
+            if self.pace():  # each iteration logs its own line; an evaluation is many rollouts
+                log.info("evaluation after %d iterations: episode %d/%d; %s of wall time",
+                         self.episodes, j + 1, self.opts.num_eval_episodes,
+                         duration(self.pace.elapsed()))
         returns = [r.ret for r in rollouts] or [float("nan")]
         row = {"episodes": self.episodes, "return": float(np.mean(returns)),
                "return_std": float(np.std(returns)),

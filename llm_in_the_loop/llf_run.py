@@ -42,7 +42,8 @@ from ellm.errors import ConfigError
 from ellm.games import Game, game_named
 from ellm.lm import build_client
 from ellm.logger import Logger
-from ellm.schema import boolean, integer, is_int, one_of, parse, valid
+from ellm.schema import boolean, integer, is_int, non_negative, one_of, parse, valid
+from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from text_crafter import StatsWriter, achievements_unlocked, crafter_score, success_rates
 from text_crafter.tasks import SINGLE_TASKS
@@ -65,6 +66,7 @@ class LLFOptions:
     num_episodes: int = integer(1)
     history: int = integer(0)
     seed: int = integer(0)
+    progress_every_s: float = non_negative()
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class LLFRun:
         self.logger = Logger(self.run_dir)
         self.stats = StatsWriter(self.run_dir / "eval" / "stats.jsonl")
         self.frame = self.episode = 0
+        self.pace = EverySeconds(self.opts.progress_every_s)
 
     def record(self) -> dict[str, Any]:
         """What this run is: the config without secrets, its method and game."""
@@ -162,14 +165,19 @@ class LLFRun:
         obs, _ = self.env.reset(seed=seed)
         self.policy.reset(obs, self.env.unwrapped.actions)
         before = self.policy.metrics()
-        start, total, invalid = time.monotonic(), 0.0, 0
+        start, total, invalid, steps = time.monotonic(), 0.0, 0, 0
         while True:
             obs, reward, terminated, truncated, info = self.env.step(self.policy.act(obs))
             self.frame += 1
+            steps += 1
             total += reward
             invalid += not info["valid_action"]
             if terminated or truncated:
                 break
+            if self.pace():  # an LLM answers each step: an episode can take minutes
+                log.info("episode %d/%d: step %d, return %.2f so far (%s)%s", self.episode + 1,
+                         self.opts.num_episodes, steps, total, duration(time.monotonic() - start),
+                         self._lm_so_far())
         stats = {**info["episode_stats"], "success": int(info["success"]), "seed": seed,
                  "frame": 0}
         self.stats.write(stats)
@@ -216,11 +224,14 @@ class LLFRun:
             words += f", {achievements_unlocked(stats)} achievements"
         else:
             words += f", rearrange success {stats['rearrange_success']:.2f}"
-        if self.client is not None:
-            m = self.client.metrics()
-            words += (f"; LM so far: {m['api_calls']:.0f} calls, {m['cache_hits']:.0f} cache "
-                      f"hits, {m['parse_errors']:.0f} unparsable answers")
-        return words
+        return words + self._lm_so_far()
+
+    def _lm_so_far(self) -> str:
+        if self.client is None:
+            return ""
+        m = self.client.metrics()
+        return (f"; LM so far: {m['api_calls']:.0f} calls ({m['latency_s']:.1f} s each), "
+                f"{m['cache_hits']:.0f} cache hits, {m['parse_errors']:.0f} unparsable answers")
 
     def closing_message(self, metrics: Mapping[str, float]) -> str:
         n = self.opts.num_episodes

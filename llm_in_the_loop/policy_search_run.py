@@ -41,7 +41,8 @@ from ellm.entry import hydra_entry, write_json, write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.logger import Logger
-from ellm.schema import integer, is_int, is_num, one_of, parse, valid
+from ellm.schema import integer, is_int, is_num, non_negative, one_of, parse, valid
+from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.policy_search import (
     FALLBACK_STATUSES,
@@ -82,6 +83,7 @@ class SearchOptions:
     prompt_entries: int = integer(1)
     param_range: tuple[float, float] | None = valid("null or [low, high] with low < high", _range)
     decimals: int = valid("an integer in [0, 6]", lambda v: is_int(v) and 0 <= v <= 6)
+    progress_every_s: float = non_negative()
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class PolicySearchRun:
         write_record(self.run_dir, self.record())
         self.logger = Logger(self.run_dir)
         self.frame = self.episodes = 0
+        self.pace = EverySeconds(self.opts.progress_every_s)
 
     @property
     def num_train_episodes(self) -> int:
@@ -197,6 +200,9 @@ class PolicySearchRun:
             results.append(self.task.episode(proposal.params, seed))
             self.episodes += 1
             self.frame += results[-1].steps
+            if self.pace():  # the warm-up logs no proposals: say how far it got
+                self._progress("warm-up" if iteration == 0
+                               else f"proposal {iteration}/{self.opts.iterations}")
         ret = float(np.mean([r.ret for r in results]))
         self.buffer.add(proposal.params, ret)
         self.statuses.append(proposal.status)
@@ -219,11 +225,20 @@ class PolicySearchRun:
                      self.opts.iterations, proposal.status,
                      self.task.space.format(proposal.params), ret, self.buffer.best.ret)
 
+    def _progress(self, doing: str) -> None:
+        best = self.buffer.best
+        log.info("%d/%d training episodes played (%s), best return so far %s; %s of wall time",
+                 self.episodes, self.num_train_episodes, doing,
+                 "none yet" if best is None else f"{best.ret:.2f}", duration(self.pace.elapsed()))
+
     def evaluate(self) -> dict[str, float]:
         """Play the best setting so far on the evaluation worlds; log and return the means."""
-        best = self.buffer.best
-        results = [self.task.episode(best.params, self.opts.seed * SEED_STRIDE + EVAL_OFFSET + j)
-                   for j in range(self.opts.num_eval_episodes)]
+        best, results = self.buffer.best, []
+        for j in range(self.opts.num_eval_episodes):
+            results.append(self.task.episode(best.params,
+                                             self.opts.seed * SEED_STRIDE + EVAL_OFFSET + j))
+            if self.pace():
+                self._progress(f"evaluation episode {j + 1}/{self.opts.num_eval_episodes}")
         returns = [r.ret for r in results] or [float("nan")]
         row = {"episodes": self.episodes, "return": float(np.mean(returns)),
                "return_std": float(np.std(returns)),

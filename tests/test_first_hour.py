@@ -49,7 +49,7 @@ def test_a_missing_snapshot_creates_no_directory(train, tmp_path):
 
 def test_the_end_of_a_run_is_said_in_words_and_a_redirected_log_has_lines(train, tmp_path):
     defaults = [o for o in TINY if not o.startswith("replay_buffer_num_workers=")]
-    proc = train("exp_name=WORDS", *defaults, "progress=true")
+    proc = train("exp_name=WORDS", *defaults, "progress=true", "progress_every_s=0")
     run = find_run(tmp_path, "WORDS")
     out = proc.stdout + proc.stderr
     # The default replay workers fit the machine: no third-party warning about them.
@@ -58,7 +58,9 @@ def test_the_end_of_a_run_is_said_in_words_and_a_redirected_log_has_lines(train,
     assert " achievements unlocked per episode, Crafter score " in out and "%." in out
     assert f"python -m ellm.report {run}" in out
     assert "\r" not in out  # no progress bar written into a file
-    assert "frame 200/240 (83%) | " in out and "frames/s" in out
+    assert "frame 200/240 (83%) | " in out and "frames/s" in out  # 0 s apart: every frame
+    assert out.count("time estimate: about ") == 1
+    assert "for the remaining 239 frames, a projection at " in out  # after the first frame
     assert "nan" not in out
 
 

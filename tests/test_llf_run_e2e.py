@@ -32,8 +32,13 @@ def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):
     server.responder = responder
     llm = run_llf(tmp_path, "exp_name=LLM", "policy=llm", "num_episodes=2", "history=2",
                   "env_spec.length=12", f"env_spec.lm_spec.base_url={server.base_url}",
-                  "env_spec.lm_spec.lm=test-model", "env_spec.lm_spec.endpoint=completions")
+                  "env_spec.lm_spec.lm=test-model", "env_spec.lm_spec.endpoint=completions",
+                  "progress_every_s=0")
     assert llm.returncode == 0, llm.stderr[-3000:]
+    # Progress within an episode, at the pace asked (0: every step), with the LM's use so far.
+    out = llm.stdout + llm.stderr
+    assert "episode 1/2: step 5, return " in out and "; LM so far: 5 calls (" in out
+    assert "episode 2/2: step 11, return " in out and "episode 2/2: step 12," not in out
     scripted = run_llf(tmp_path, "exp_name=SCRIPTED", "policy=scripted", "num_episodes=2",
                        "env_spec.feedback_type=fp", "env_spec.length=12")
     assert scripted.returncode == 0, scripted.stderr[-3000:]

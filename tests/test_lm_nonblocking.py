@@ -35,6 +35,7 @@ from ellm.lm import (
     build_suggester,
 )
 from ellm.lm.cache import CACHE_FILE
+from ellm.lm.nonblocking import fallback_warning
 
 SLOW = 0.6  # seconds a slow answer takes; a step must never wait for it
 
@@ -301,6 +302,17 @@ def test_the_local_server_has_no_parallel_slots_as_documented():
     assert "llama_outer_lock" in app and "llama_inner_lock" in app
 
 
+def test_a_run_mostly_on_fallback_goals_is_told_what_to_change():
+    slow = fallback_warning({"queries": 1011.0, "fallback_steps": 771.0, "api_calls": 9.0})
+    assert slow is not None and slow.startswith("76% of the LM queries (771 of 1011) got "
+                                                "fallback goals")
+    assert "python -m ellm.lm.serve --parallel N" in slow
+    assert "env_spec.lm_spec.max_in_flight=N" in slow and "faster server" in slow
+    assert fallback_warning({"queries": 1000.0, "fallback_steps": 100.0}) is None  # 10%: fine
+    assert fallback_warning({"queries": 1000.0}) is None  # blocking: no fallback at all
+    assert fallback_warning({}) is None  # no LM queries (oracle, baselines)
+
+
 # ---------------------------------------------------------------------------------- config
 def config(*overrides: str):
     with initialize_config_dir(str(ROOT), version_base="1.3"):
@@ -384,6 +396,9 @@ def test_train_without_waiting_through_slow_failing_garbage_and_vanished_server(
     # A readable console: no per-request HTTP lines.
     assert "HTTP Request" not in proc.stdout + proc.stderr
     assert "non-blocking LM" in proc.stdout + proc.stderr
+    # The end of the run warns when the answers lagged most steps, and says what to change.
+    share = float(lm["fallback_steps"]) / float(lm["queries"])
+    assert ("got fallback goals" in proc.stdout + proc.stderr) == (share > 0.1)
 
 
 @pytest.mark.e2e

@@ -28,9 +28,14 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
     llm = run(tmp_path, "policy_search_run", "exp_name=LLM", "iterations=8",
               "warmup_episodes=3", "eval_every=4", "num_eval_episodes=2",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model",
-              "env_spec.lm_spec.endpoint=completions")
+              "env_spec.lm_spec.endpoint=completions", "progress_every_s=0")
     assert llm.returncode == 0, llm.stderr[-3000:]
     assert "Plot it: python -m ellm.report" in llm.stdout
+    # Progress at the pace asked (0: after every episode), warm-up and evaluations included.
+    out = llm.stdout + llm.stderr
+    assert "1/11 training episodes played (warm-up), best return so far " in out
+    assert "4/11 training episodes played (proposal 1/8), best return so far " in out
+    assert "11/11 training episodes played (evaluation episode 2/2)" in out
     d = find_run(tmp_path, "LLM")
     config = json.loads((d / "config.json").read_text())
     assert (config["method"], config["game"], config["num_train_episodes"]) == (
@@ -99,8 +104,10 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
     server.responder = code_answers
     llm = run(tmp_path, "code_policy_run", "exp_name=MW", "iterations=4", "eval_every=2",
               "num_eval_episodes=2", "env_spec.horizon=10", "feedback_steps=2",
-              f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model")
+              f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model",
+              "progress_every_s=0")
     assert llm.returncode == 0, llm.stderr[-3000:]
+    assert "evaluation after 2 iterations: episode 1/2; " in llm.stdout + llm.stderr
     d = find_run(tmp_path, "MW")
     rows = csv_rows(d / "iteration.csv")
     assert [float(r["code_error"]) for r in rows] == [0, 1, 0, 0]

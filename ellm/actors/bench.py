@@ -37,7 +37,7 @@ from ellm.config import usable_cpus
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
        "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=true",
-       "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000"]
+       "progress_every_s=1", "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000"]
 SEED_FRAMES = 400
 LEARNER = ("sample", "update")  # time/ sections of the learner
 PROGRESS = re.compile(r"frame (\d+)/\d+ \(\d+%\) \| ([\d.]+) frames/s")

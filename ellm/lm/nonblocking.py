@@ -31,6 +31,21 @@ log = logging.getLogger("ellm.lm")
 # evaluation suggesters never send the same prompt twice at once.
 _IN_FLIGHT: set[tuple[str, str]] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
+# Past this share of queries on fallback goals, the agent mostly learned from its neighbours'
+# goals: worth a warning at the end of the run.
+FALLBACK_WARN_SHARE = 0.10
+
+
+def fallback_warning(counts: Mapping[str, float]) -> str | None:
+    """What to change when more than :data:`FALLBACK_WARN_SHARE` of the run's LM queries (one
+    per step that needed goals) got fallback goals; None otherwise, and for a blocking run."""
+    queries, fallback = counts.get("queries", 0.0), counts.get("fallback_steps", 0.0)
+    if not queries or fallback / queries <= FALLBACK_WARN_SHARE:
+        return None
+    return (f"{fallback / queries:.0%} of the LM queries ({fallback:.0f} of {queries:.0f}) got "
+            "fallback goals: the server answered too slowly for this run. Serve more requests "
+            "at once (python -m ellm.lm.serve --parallel N, with "
+            "env_spec.lm_spec.max_in_flight=N) or use a faster server (docs/lm.md)")
 
 
 class NonBlockingLanguageModel(GPTLanguageModel):
