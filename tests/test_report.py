@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -569,3 +570,39 @@ def test_records_that_are_not_what_runs_write_are_dropped_or_refused(tmp_path):
     (run / "config.json").write_text("[1, 2, 3]")
     with pytest.raises(NotARunDir, match="holds a list, expected a JSON object"):
         load_runs([run])
+
+
+# ------------------------------------------------------------------------ figures fit their data
+def test_runs_that_were_only_evaluated_are_bars_not_a_line_at_one_x(tmp_path):
+    from ellm.report.aggregate import Curve
+    from ellm.report.figures import line_figure
+
+    def at_zero(method: str, values: list[float]) -> Curve:
+        runs = {f"{method}{i}": {0: v} for i, v in enumerate(values)}
+        return Curve(method=method, frames=[0], mean=[statistics.mean(values)],
+                     std=[statistics.pstdev(values)], min=[min(values)], max=[max(values)],
+                     n_runs=[len(values)], runs=runs)
+
+    line_figure(tmp_path / "evals.png", [at_zero("LLM policy", [1.0, 3.0]),
+                                         at_zero("Scripted policy", [2.0])],
+                "Achievements", "achievements / episode")
+    data = figure(tmp_path, "evals")
+    assert data["kind"] == "bars" and data["at"] == "frames = 0"
+    assert [(s["method"], s["mean"], s["std"]) for s in data["series"]] == [
+        ("LLM policy", [2.0], [1.0]), ("Scripted policy", [2.0], [0.0])]
+
+
+def test_curves_against_episodes_get_whole_number_ticks(tmp_path):
+    run = tmp_path / "runs" / "0_seed1"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({
+        "method": "policy-search-random", "method_label": "Policy search, random settings",
+        "game": "mountaincar", "game_label": "MountainCar", "seed": 1, "uses_lm": False,
+        "num_train_episodes": 3}))
+    (run / "iteration.csv").write_text("frame,iteration,episodes,return\n"
+                                       "90,1,1,-5.0\n180,2,2,10.0\n270,3,3,40.0\n")
+    report = build_report([tmp_path / "runs"], tmp_path / "out")
+    assert "mountaincar_return" in report.figures
+    data = figure(tmp_path / "out", "mountaincar_return")
+    assert data["kind"] == "line" and data["xlabel"] == "training episodes"
+    assert data["xticks"] and all(t == int(t) for t in data["xticks"]), data["xticks"]

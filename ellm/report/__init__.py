@@ -7,14 +7,15 @@ sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
 - ``report.md``: the runs and their status, the headline table (achievements per episode and
   Crafter score per method), LM usage per 1M frames, links to the figures;
 - ``achievements_eval.png`` / ``achievements_train.png``: achievements unlocked per episode
-  against frames, one line per method (mean over runs, shaded +- std);
+  against frames, one line per method (mean over runs, shaded +- std); runs that were only
+  evaluated (one x value, e.g. language-feedback runs) get one bar per method instead;
 - ``success_rates_eval.png`` / ``success_rates_train.png``: per-achievement success rates,
   methods side by side;
 - ``<game>_<metric>.png`` for a game with its own progress metric (Housekeep:
   ``housekeep_rearrange_success.png``), when its runs log it;
 - ``<game>_return.png`` / ``<game>_eval_return.png`` for runs that log ``iteration.csv`` (the
   LLM optimisers: policy search, code as policy): the return of each setting or rollout tried,
-  and of the evaluations, against training episodes;
+  and of the evaluations, against training episodes (whole-number ticks);
 - ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
   tables.
 
@@ -152,7 +153,7 @@ def _return_figures(report: Report, optimised: list[Run]) -> None:
             if series:
                 report.figures[f"{game.name}_{kind}"] = line_figure(
                     report.out / f"{game.name}_{kind}.png", series, title, "return",
-                    xlabel="training episodes")
+                    xlabel="training episodes", integer_x=True)
 
 
 def _rate_figures(report: Report) -> None:

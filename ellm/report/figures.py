@@ -32,8 +32,12 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
-                xlabel: str = "frames") -> Path:
-    """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json."""
+                xlabel: str = "frames", integer_x: bool = False) -> Path:
+    """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json.
+    ``integer_x``: whole-number ticks (episodes). Curves that all sit at one x (evaluation-only
+    runs) are drawn as one bar per method instead: a line needs two x values."""
+    if len({x for curve in curves for x in curve.frames}) == 1:
+        return _one_x_figure(path, curves, title, ylabel, xlabel)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     markers = []
@@ -44,12 +48,37 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
         line, = ax.plot(x, mean, marker=markers[-1], markersize=5,
                         label=f"{curve.method} (n={len(curve.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+    if integer_x:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
+    low, high = ax.get_xlim()
     return _save(fig, ax, path, title, ylabel, bool(curves), {
-        "title": title, "xlabel": xlabel, "ylabel": ylabel,
+        "title": title, "kind": "line", "xlabel": xlabel, "ylabel": ylabel,
+        "xticks": [float(t) for t in ax.get_xticks() if low <= t <= high],
         "spread": "mean +- std over runs (ddof=0)",
         "series": [{**c.as_dict(), "marker": m} for c, m in zip(curves, markers)]})
+
+
+def _one_x_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
+                  xlabel: str) -> Path:
+    """One bar per method, +- std, for curves that each hold one point at the same x."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(curves) + 2), 4.2))
+    x = np.arange(len(curves))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ax.bar(x, [c.mean[0] for c in curves], 0.6, yerr=[c.std[0] for c in curves], capsize=4,
+           color=[colors[i % len(colors)] for i in range(len(curves))])
+    ax.set_xticks(x, [f"{c.method}\n(n={len(c.runs)})" for c in curves], fontsize=8)
+    at = f"{xlabel} = {curves[0].frames[0]:g}"
+    ax.set_xlabel(f"all at {at}")
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, ax, path, title, ylabel, False, {
+        "title": title, "kind": "bars", "at": at, "ylabel": ylabel,
+        "spread": "mean +- std over runs (ddof=0)",
+        "series": [c.as_dict() for c in curves]})
 
 
 def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mapping[str, float]],
