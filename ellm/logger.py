@@ -4,7 +4,8 @@ Keys look like ``train/episode_reward`` or ``lm/cache_hits``; the namespace (the
 the first ``/``) picks the CSV file ``<run dir>/<namespace>.csv`` (always written; one row per
 ``log`` call, a ``frame`` column first). TensorBoard event files go to ``<run dir>/tb`` when
 ``use_tb`` is set, W&B receives the same dict when ``use_wandb`` is set. A W&B failure (no
-network, no key) is reported once and W&B is switched off: it never stops training.
+network, no key) is reported once and W&B is switched off: it never stops training. An offline
+W&B run (``WANDB_MODE=offline``) ends with the ``wandb sync`` command that uploads it.
 """
 
 from __future__ import annotations
@@ -127,7 +128,13 @@ class Logger:
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
+            # An offline run stays on this disk until synced: say how (W&B itself is silenced).
+            offline = self._wandb.offline
+            sync_dir = self._wandb.settings.sync_dir  # Run.sync_dir is newer than wandb 0.16
             self._wandb.finish()
+            self._wandb = None
+            if offline:
+                log.info("W&B ran offline; upload this run with: wandb sync %s", sync_dir)
 
 
 def _init_wandb(run_dir, config, project, name, resume_id):

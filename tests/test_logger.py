@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,19 @@ def test_stats_writer_keeps_episodes_up_to_the_snapshot(tmp_path):
     StatsWriter(path, keep_until=80).write({"length": 40, "reward": 2.0, "frame": 120})
     assert [ep["frame"] for ep in load_stats(path)] == [40, 80, 120]
     assert json.loads(path.read_text().splitlines()[-1])["reward"] == 2.0
+
+
+def test_an_offline_wandb_run_ends_saying_how_to_upload_it(tmp_path, monkeypatch, caplog):
+    pytest.importorskip("wandb")
+    for key, value in {"WANDB_MODE": "offline", "WANDB_DIR": tmp_path,
+                       "WANDB_CACHE_DIR": tmp_path / "cache",
+                       "WANDB_CONFIG_DIR": tmp_path / "config"}.items():
+        monkeypatch.setenv(key, str(value))
+    logger = Logger(tmp_path, use_wandb=True, wandb_name="offline-test")
+    logger.log({"train/a": 1.0}, frame=10)
+    with caplog.at_level(logging.INFO, logger="ellm"):
+        logger.close()
+    (hint,) = [r.getMessage() for r in caplog.records if "wandb sync" in r.getMessage()]
+    run_dir = Path(hint.rpartition("wandb sync ")[2])
+    assert run_dir.parent == tmp_path / "wandb" and run_dir.name.startswith("offline-run-")
+    assert list(run_dir.glob("run-*.wandb"))  # the directory wandb sync uploads
