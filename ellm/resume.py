@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 SAFE_ON_RESUME: Final = frozenset({
     "num_train_frames", "snapshot_path", "save_snapshot", "save_buffer", "resume_id",
-    "use_tb", "use_wandb", "progress", "exp_name", "device", "torch_threads",
+    "use_tb", "use_wandb", "progress", "progress_every_s", "exp_name", "device", "torch_threads",
     "replay_buffer_num_workers", "num_actors", "env_spec.lm_spec.budget",
     "env_spec.lm_spec.base_url", "env_spec.lm_spec.timeout", "env_spec.lm_spec.max_retries",
     "env_spec.lm_spec.cache_dir", "env_spec.lm_spec.backoff", "env_spec.lm_spec.max_backoff",
@@ -71,9 +71,9 @@ def explicit_keys(overrides: Sequence[str],
     (``compose(overrides)`` composes the config, to see what a group sets)."""
     keys, groups = named_keys(overrides)
     if groups and compose is not None:
-        plain = [o for o in overrides if o not in groups]
-        with_groups = leaves(OmegaConf.to_container(compose(list(overrides)), resolve=False))
-        without = leaves(OmegaConf.to_container(compose(plain), resolve=False))
+        # The groups alone against none: a plain key may need its group to exist at all.
+        with_groups = leaves(OmegaConf.to_container(compose(groups), resolve=False))
+        without = leaves(OmegaConf.to_container(compose([]), resolve=False))
         keys |= {k for k, v in with_groups.items() if without.get(k, object()) != v}
     return {k for k in keys if not k.startswith("hydra")}
 

@@ -152,8 +152,10 @@ class Workspace(ActorLoop):
         """What this run is: the resolved config without secrets, its method and game."""
         # The config's own ``method`` key is the group's choice before the original's
         # spellings are read: the record holds the method resolved from both.
+        language = getattr(getattr(self.agent, "options", None), "language_input", None)
+        resolved = {} if language is None else {"language_input": bool(language)}
         return {**self._config(), "method": self.method.name, "game": self.game.name,
-                "ellm_version": ellm.__version__}
+                "ellm_version": ellm.__version__, **resolved}
 
     def _config(self) -> dict[str, Any]:
         """The resolved config without secrets, naming the LM model that answers."""

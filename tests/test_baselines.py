@@ -620,7 +620,11 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
     assert [float(r["updates"]) for r in train_rows] == [1, 6, 11]
     for key in metrics:
         assert math.isfinite(float(train_rows[-1][key])), key
-    assert json.loads((run / "config.json").read_text())["method"] == RECORDED[name]
+    config = json.loads((run / "config.json").read_text())
+    assert config["method"] == RECORDED[name]
+    if "intrinsic" in first["agent"]:  # the resolved language input the report labels by
+        language_logged = any("_language_" in k and v for k, v in train_rows[-1].items())
+        assert config["language_input"] is language_logged, name
     queries = {float(row["queries"]) for row in csv_rows(run / "lm.csv")}
     assert (queries == {0.0}) == (name in NO_LM), queries
 

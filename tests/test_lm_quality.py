@@ -93,6 +93,21 @@ def test_scripted_model_scores_by_hand(server, tmp_path):
     assert len(server.requests) == 4
 
 
+def test_non_blocking_training_overrides_are_measured_blocking_and_said(server, tmp_path,
+                                                                        caplog):
+    # The README's advice: reuse the training overrides. Non-blocking, each state's answer
+    # would be the fallback goals (an all-zero row); the tool says so and waits for answers.
+    server.default = Reply.bullets("chop tree", "eat cow")
+    with caplog.at_level("WARNING"):
+        cfg, game, suggester = prepare(gpt(server, "env_spec.lm_spec.blocking=false"),
+                                       tmp_path)
+    assert "measures with blocking=true" in caplog.text
+    assert cfg.env_spec.lm_spec.blocking is True
+    scores = run(cfg, game, suggester, 6, tmp_path)["scores"]
+    assert scores["goals_per_state"] > 0 and scores["api_calls"] >= 1
+    assert scores["latency_p50_s"] > 0
+
+
 def test_garbage_answers_and_failures_are_counted(server, tmp_path):
     server.default = Reply("As a language model I cannot play games.")
     cfg, game, suggester = prepare(gpt(server), tmp_path / "garbage")

@@ -385,6 +385,18 @@ def test_lm_counters_add_up_across_a_resume(tmp_path):
     ({"env_spec": {"name": "Housekeep", "lm_spec": {"lm_class": "GPTHousekeep", "lm": "m"}}},
      "Housekeep: ELLM-m"),
     ({"env_spec": {"single_task": "attack cow"}}, "ELLM-oracle [attack cow]"),
+    ({"env_spec": {"single_task": "attack cow"}, "finetune_snapshot": True,
+      "snapshot_path": "RUN"}, "ELLM-oracle [attack cow], finetuned"),
+    ({"env_spec": {"single_task": "attack cow"}, "expl_agent_path": "RUN"},
+     "ELLM-oracle [attack cow], guided"),
+    # method=rnd's agent.use_language is auto: language only where the language state is kept
+    ({"method": "rnd", "agent": {"_target_": "baselines.rnd.RNDAgent", "use_language": "auto"}},
+     "RND"),
+    ({"method": "rnd", "use_language_state": "sbert",
+      "agent": {"_target_": "baselines.rnd.RNDAgent", "use_language": "auto"}},
+     "RND + language"),
+    ({"method": "apt", "language_input": False,
+      "agent": {"_target_": "baselines.icm_apt.ICMAPTAgent", "use_language": "auto"}}, "APT"),
     ({}, "unknown (no config.json)"),
 ])
 def test_method_names_from_config(config, name):

@@ -143,7 +143,7 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name = str(baseline(config))
         if name == "RND" and cfg_get(config, "agent.noveld"):
             name = "NovelD"
-        if cfg_get(config, "agent.use_language"):
+        if language_input(config):
             name += " + language"
     elif cfg_get(config, "env_spec.name") == "CrafterReward-v1":
         name = EXTRINSIC
@@ -156,6 +156,10 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
     task = cfg_get(config, "env_spec.single_task") if config else None
     if task:
         name += f" [{task}]"
+    if config and config.get("expl_agent_path"):
+        name += ", guided"
+    elif config and config.get("finetune_snapshot") and config.get("snapshot_path"):
+        name += ", finetuned"
     for key in group_by:
         name += f" {key}={cfg_get(config, key)}"
     return name
@@ -172,9 +176,22 @@ def _recorded_method(config: Mapping[str, Any]) -> str:
                 f"{cfg_get(config, 'env_spec.feedback_type')}")
     else:
         name = METHOD_LABELS.get(method, method)
-    if method in ("rnd", "noveld", "apt") and cfg_get(config, "agent.use_language"):
+    if method in ("rnd", "noveld", "apt") and language_input(config):
         name += " + language"
     return name
+
+
+def language_input(config: Mapping[str, Any]) -> bool:
+    """Whether a baseline had a language module: as the run recorded it (``language_input``,
+    resolved by the agent), else as ``agent.use_language`` resolves (``auto``: where the
+    language state is stored, ``use_language_state=sbert``)."""
+    if "language_input" in config:
+        return bool(config["language_input"])
+    value = cfg_get(config, "agent.use_language")
+    if value == "auto":
+        return "sbert" in (cfg_get(config, "agent.use_language_state"),
+                           config.get("use_language_state"))
+    return value is True or str(value).lower() == "true"
 
 
 def ellm_label(config: Mapping[str, Any]) -> str:

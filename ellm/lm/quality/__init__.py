@@ -38,6 +38,7 @@ from ellm.lm.quality.states import sample_crafter_states, sample_housekeep_quest
 
 ROOT = Path(__file__).resolve().parents[3]  # config.yaml
 CONFIG_ERROR = 2  # as train.py
+log = logging.getLogger(__name__)
 DEFAULT_STATES = 200
 DEFAULT_OUT = "lm_quality"
 
@@ -86,6 +87,13 @@ def compose_config(overrides: list[str], out: Path) -> tuple[DictConfig, Any]:
         if not cfg.env_spec.lm_spec.cache_dir:
             cfg = OmegaConf.merge(
                 cfg, {"env_spec": {"lm_spec": {"cache_dir": str(out / "lm_cache")}}})
+        if cfg.env_spec.lm_spec.blocking is False:
+            # Non-blocking, a state's first answer is the episode's fallback goals while the LM
+            # computes: the tool would score the fallbacks, not the model.
+            log.warning("env_spec.lm_spec.blocking=false: the quality tool asks each state and "
+                        "waits for its answer, so it measures with blocking=true (training "
+                        "overrides are otherwise kept)")
+            cfg = OmegaConf.merge(cfg, {"env_spec": {"lm_spec": {"blocking": True}}})
         return cfg, validate(cfg)
     except (HydraException, CheckpointError) as err:
         raise ValueError(str(err)) from err
