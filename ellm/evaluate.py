@@ -48,10 +48,12 @@ class Evaluator:
             self.stats.write({**stats, "frame": frame})
             episodes.append(stats)
             summaries.append(summary)
+        plugin_metrics = [k for r in self.rollout.rewards for k in r.episode_metrics()]
         metrics = {
             "eval/episode_length": float(np.mean([ep["length"] for ep in episodes])),
             "eval/intrinsic_reward": float(np.mean([s["reward"] for s in summaries])),
-            **{f"eval/{k}": float(np.mean([s[k] for s in summaries])) for k in DIAGNOSTICS},
+            **{f"eval/{k}": float(np.mean([s[k] for s in summaries]))
+               for k in (*DIAGNOSTICS, *plugin_metrics)},
             **self.game.eval_metrics(episodes, self.sources),
         }
         for goal in self.single_goals:

@@ -614,3 +614,30 @@ def test_paper_apt_particle_entropy_counts_the_point_itself_and_clips(tmp_path):
                         **{**SMALL, "seed": 7})
     again.load_state_dict(roundtrip(agent.state_dict()))
     assert again.update(batch, 8) == agent.update(batch, 8)
+
+
+def test_a_single_task_episode_succeeds_only_once_its_whole_task_is_done():
+    from ellm.games.crafter.task import SingleTaskReward, TaskReward
+    from ellm.reward import StepData
+
+    def step(reward: TaskReward, action: str) -> float:
+        return reward.step(StepData(0, 0.0, {"action_name": action, "effective_success": True},
+                                    []))
+
+    flat = TaskReward(SingleTaskReward("attack cow"))
+    assert flat.episode_metrics() == {"task_success": 0.0}
+    step(flat, "chop tree")
+    assert flat.episode_metrics() == {"task_success": 0.0}
+    step(flat, "attack cow")
+    assert flat.episode_metrics() == {"task_success": 1.0}
+    flat.task.reset()  # the goal source resets it with each episode
+    assert flat.episode_metrics() == {"task_success": 0.0}
+    chain = SingleTaskReward("place crafting table", hierarchical=True)
+    assert len(chain.chain) > 1
+    reward = TaskReward(chain)
+    for action in chain.chain[:-1]:
+        step(reward, action)
+        assert reward.episode_metrics() == {"task_success": 0.0}, action
+    step(reward, chain.chain[-1])
+    assert reward.episode_metrics() == {"task_success": 1.0}
+    assert TaskReward(SingleTaskReward("survival")).episode_metrics() == {}

@@ -16,6 +16,8 @@ import pytest
 import torch
 from conftest import PRETRAIN, ROOT, TINY, csv_rows, find_run, run_train, train_env
 
+from ellm.report import build_report
+
 pytestmark = pytest.mark.e2e  # every test here runs train.py
 
 
@@ -70,6 +72,12 @@ def test_guided_exploration_from_the_pretrained_agent(train, pretrained, tmp_pat
     eval_rows = csv_rows(out / "eval.csv")
     assert "attack_cow" in csv_rows(out / "goals.csv")[0]
     assert len(eval_rows) == 3
+    # Its headline is its task: the share of evaluation episodes that did it.
+    assert all(0.0 <= float(r["task_success"]) <= 1.0 for r in eval_rows)
+    report = build_report([out], tmp_path / "report")
+    assert report.scores[0].method == "ELLM-oracle [attack cow], guided"
+    assert len(report.scores[0].eval_task_success) == 1
+    assert "| task success %, last eval |" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_finetuning_from_the_snapshot(train, pretrained, tmp_path):
@@ -84,6 +92,10 @@ def test_finetuning_from_the_snapshot(train, pretrained, tmp_path):
     assert snapshot["meta"]["frame"] == 200  # a fresh run: counters start at 0
     first = csv_rows(out / "train.csv")[0]
     assert float(first["epsilon"]) == pytest.approx(0.5)  # held at train_eps_max
+    assert "task_success" in csv_rows(out / "eval.csv")[-1]
+    assert "task_success" in csv_rows(out / "reward.csv")[0]  # each training episode's too
+    assert build_report([out], tmp_path / "report").scores[0].method == (
+        "ELLM-oracle [attack cow], finetuned")
 
 
 def test_tensorboard_and_wandb_offline(train, tmp_path):

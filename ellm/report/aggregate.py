@@ -142,6 +142,8 @@ class MethodScores:
     train_rates: dict[str, float]             # mean over runs, all train episodes, percent
     eval_episodes: list[int]                  # per run: episodes in the last evaluations
     train_episodes: list[int]                 # per run: training episodes
+    # single-task runs: per run, % of the last evaluations' episodes that did the whole task
+    eval_task_success: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -167,7 +169,9 @@ def scores(runs: Sequence[Run], last_evals: int = 1) -> list[MethodScores]:
             train_score=[crafter_score(rates) for rates in train_rates],
             eval_rates=_mean_rates(eval_rates), train_rates=_mean_rates(train_rates),
             eval_episodes=[len(eps) for _, eps in ev],
-            train_episodes=[len(r.train_episodes) for r in tr]))
+            train_episodes=[len(r.train_episodes) for r in tr],
+            eval_task_success=[100.0 * v for r in group if (v := _tail_mean(
+                r.csvs.get("eval", []), "task_success", last_evals)) is not None]))
     return out
 
 

@@ -78,8 +78,16 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def score_table(rows: Sequence[MethodScores], last_evals: int = 1) -> list[str]:
-    return _table(score_columns(last_evals), [
+    """The headline table; with single-task runs among the rows, their task's success rate
+    first (their headline: a finetuned or guided run is trained for its task, not for
+    achievements)."""
+    tasks = any(s.eval_task_success for s in rows)
+    columns = score_columns(last_evals)
+    if tasks:
+        columns = (*columns[:4], f"task success %, {evals_label(last_evals)}", *columns[4:])
+    return _table(columns, [
         (s.method, _seeds(s.seeds), _span(s.frames), _span(s.eval_frames),
+         *([_ms(s.eval_task_success) if s.eval_task_success else "-"] if tasks else []),
          _ms(s.eval_achievements), _ms(s.eval_score), _ms(s.train_score)) for s in rows])
 
 

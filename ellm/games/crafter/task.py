@@ -46,6 +46,7 @@ class SingleTaskReward:
         self._index = 0
         self._trees_chopped = 0
         self._drank_water = False
+        self.completed = False  # the whole task (its chain's last step) done this episode
 
     @property
     def goal(self) -> str:
@@ -66,6 +67,8 @@ class SingleTaskReward:
             reward = float(achieved)
         if self.hierarchical == "reward_last" and not is_last:
             reward = 0.0
+        if achieved and (is_last or not self.hierarchical):
+            self.completed = True
         if achieved and self.hierarchical:
             self._index = min(self._index + 1, len(self.chain) - 1)
         return reward
@@ -145,4 +148,7 @@ class TaskReward:
         return self.task(info["action_name"], info["effective_success"], info)
 
     def episode_metrics(self) -> dict[str, float]:
-        return {}
+        """``task_success``: 1 if the episode did the whole task (a survival task has none)."""
+        if self.task.task == "survival":
+            return {}
+        return {"task_success": float(self.task.completed)}
