@@ -618,3 +618,13 @@ def test_curves_against_episodes_get_whole_number_ticks(tmp_path):
     data = figure(tmp_path / "out", "mountaincar_return")
     assert data["kind"] == "line" and data["xlabel"] == "training episodes"
     assert data["xticks"] and all(t == int(t) for t in data["xticks"]), data["xticks"]
+
+
+def test_plus_minus_says_what_it_is_and_shows_the_runs():
+    from ellm.report.summary import GLOSSARY, _ms
+
+    assert _ms([0.5, 0.7]) == "0.60 ± 0.10 (2: 0.50, 0.70)"  # half the gap of two runs
+    assert _ms([1.0, 2.0, 3.0]) == "2.00 ± 0.82 (3: 1.00, 2.00, 3.00)"
+    assert _ms([1.0, 1.0, 1.0, 1.0]) == "1.00 ± 0.00 (4)"
+    assert _ms([4.9]) == "4.90 (1)"
+    assert "population std over runs (ddof=0)" in GLOSSARY and "half their" in GLOSSARY

@@ -31,17 +31,26 @@ How to read this:
   "last eval" uses the episodes of the run's latest evaluation ("last K evals": of its K
   latest, pooled; `--last-evals K`); "all training episodes" uses every training episode of
   the run (Crafter's own protocol, exploration included).
-- Values are `mean ± std (n runs)`; std over runs with ddof=0; shaded bands in the figures are
-  mean ± std. Runs still in progress count with what they have logged so far.
+- Values are `mean ± std (n runs: each run's value)`, the runs' values listed when there are
+  at most three; ± is the population std over runs (ddof=0), so with two runs it is half their
+  gap, not a confidence interval. Shaded bands in the figures are mean ± std. Runs still in
+  progress count with what they have logged so far.
 """
 
 
 def _ms(values: Sequence[float], digits: int = 2) -> str:
+    """``mean ± std (n)``; with at most :data:`SHOWN_RUNS` runs each run's value follows the
+    count, since a std of two or three runs says little alone (of two, it is half their gap)."""
     if not values:
         return "–"
     if len(values) == 1:
         return f"{values[0]:.{digits}f} (1)"
-    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f} ({len(values)})"
+    runs = (": " + ", ".join(f"{v:.{digits}f}" for v in values)
+            if len(values) <= SHOWN_RUNS else "")
+    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f} ({len(values)}{runs})"
+
+
+SHOWN_RUNS = 3
 
 
 def _span(values: Sequence[int]) -> str:
