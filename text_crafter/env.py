@@ -56,7 +56,8 @@ _TEXT_SPACE = gym.spaces.Text(max_length=1024, min_length=0, charset=string.prin
 class CrafterTextEnv(gym.Env):
     """Crafter whose observations and infos carry text (see the module docstring)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    # 5 frames a second: the pace of Crafter's own GUI (crafter.run_gui --fps), one step a frame.
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 5}
 
     def __init__(
         self,
@@ -70,9 +71,14 @@ class CrafterTextEnv(gym.Env):
         area: tuple[int, int] = (64, 64),
         view: tuple[int, int] = (9, 9),
         size: tuple[int, int] = (64, 64),
+        render_mode: str | None = None,
     ):
         if version not in (1, 2):
             raise ValueError(f"version must be 1 or 2, got {version!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r} is not supported: expected None or "
+                             f"one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
         self.version = version
         self.extrinsic = extrinsic
         self.reward = reward
@@ -231,7 +237,13 @@ class CrafterTextEnv(gym.Env):
             stats[f"achievement_{key}"] = value
         return stats
 
-    def render(self) -> np.ndarray:
+    def render(self) -> np.ndarray | None:
+        """The frame now (the observed image) with ``render_mode="rgb_array"``; else None."""
+        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+            name = self.spec.id if self.spec is not None else "CrafterTextEnv-v1"
+            gym.logger.warn("You are calling render method without specifying any render mode; "
+                            f'build with gym.make("{name}", render_mode="rgb_array")')
+            return None
         return self._engine.render()
 
     def _observation(self, image: np.ndarray) -> dict[str, Any]:

@@ -44,14 +44,16 @@ BACKENDS = ("symbolic", "habitat")
 
 def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowlevel",
          backend: str = "symbolic", length: int = 1000, language_state: bool = True,
-         data_dir: str | Path | None = None, version: int = 1) -> HousekeepTextEnv:
+         data_dir: str | Path | None = None, version: int = 1,
+         render_mode: str | None = None) -> HousekeepTextEnv:
     """Episode ``ep_num`` (seed-100 shuffle) of scene ``task`` as a Text-Housekeep env.
 
     ``action_mode``: ``lowlevel`` (the 6 actions) or ``highlevel`` (go to / pick / place;
     symbolic only); ``backend``: ``symbolic`` or ``habitat``; ``length``: steps per episode;
     ``language_state``: put the text observation in ``obs["text_obs"]``; ``data_dir``: converted
     scenes (default: the shipped ones); ``version``: 1 stores a time-out as terminal, as the
-    original did (gymnasium id ``Housekeep``), 2 as a truncation (``Housekeep-v2``).
+    original did (gymnasium id ``Housekeep``), 2 as a truncation (``Housekeep-v2``);
+    ``render_mode``: None or ``rgb_array`` (gymnasium's; render() returns the observed image).
     """
     from text_housekeep.env import HousekeepTextEnv
 
@@ -70,7 +72,7 @@ def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowle
         raise ValueError(f"env_spec.housekeep_backend={backend!r} is invalid: expected one of "
                          f"{', '.join(BACKENDS)}")
     return HousekeepTextEnv(episode, simulator, length=length, language_state=language_state,
-                            image_shape=shape, version=version)
+                            image_shape=shape, version=version, render_mode=render_mode)
 
 
 __all__ = [
@@ -93,6 +95,9 @@ if _gym is not None:
         HousekeepView,
     )
 
+    # gymnasium.make reads its entry point's metadata to serve "rgb_array_list" (RenderCollection)
+    # and "human" from rgb_array; a function has none unless given the env's.
+    make.metadata = HousekeepTextEnv.metadata
     for _env_id in GYM_IDS:
         if _env_id not in _gym.registry:
             _gym.register(id=_env_id, entry_point="text_housekeep:make",

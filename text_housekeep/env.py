@@ -63,12 +63,17 @@ class HousekeepView:
 class HousekeepTextEnv(gym.Env):
     """See the module docstring. ``backend`` simulates ``episode``; ``close()`` closes it."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    # render() is the observed image; one step a frame, at Crafter's pace.
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 5}
     extrinsic = False  # trained on LM rewards (the game reward is logged and evaluated)
 
     def __init__(self, episode: Episode, backend: Backend, length: int = 1000,
                  language_state: bool = True, image_shape: tuple[int, int, int] = (84, 84, 3),
-                 version: int = 1):
+                 version: int = 1, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r} is not supported: expected None or "
+                             f"one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
         if length < 1:
             raise ValueError(f"env_spec.housekeep_length must be >= 1, got {length}")
         if version not in (1, 2):
@@ -142,7 +147,12 @@ class HousekeepTextEnv(gym.Env):
             info["episode_stats"] = self.episode_stats()
         return self._observation(), reward, terminated, truncated, info
 
-    def render(self) -> np.ndarray:
+    def render(self) -> np.ndarray | None:
+        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+            name = self.spec.id if self.spec is not None else "Housekeep-v1"
+            gym.logger.warn("You are calling render method without specifying any render mode; "
+                            f'build with gym.make("{name}", render_mode="rgb_array")')
+            return None
         if self._state is None:
             raise RuntimeError("call reset() before render()")
         return self._state.image
