@@ -67,6 +67,16 @@ def test_good_answers_are_played_and_the_prompt_carries_the_last_turns(server, t
     assert metrics["fallbacks"] == 0 and metrics["prompt_tokens"] == 300
 
 
+def test_an_empty_feedback_adds_no_feedback_line(server, tmp_path):
+    # After a step with nothing to say the envs give '' (LLF-Bench's empty feedback).
+    server.push(Reply("move left"), Reply("chop tree"))
+    agent = policy(server, tmp_path, endpoint="completions")
+    agent.act(obs("o1"))
+    agent.act(obs("o2", ""))
+    assert server.requests[1].body["prompt"] == ("Chop a tree.\n\nObservation: o1\nAction: "
+                                                 "move left\n\nObservation: o2\nAction:")
+
+
 def test_chat_prompt_and_the_cache(server, tmp_path):
     server.default = Reply("chop tree")
     agent = policy(server, tmp_path, history=0)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -13,18 +18,26 @@ from conftest import ROOT
 import text_crafter
 import text_housekeep
 from llm_in_the_loop.llf import parse_action
+from text_crafter.llf import CrafterLLF
 from text_game.llf import (
+    FEEDBACK_KINDS,
     FEEDBACK_TYPES,
+    INSTRUCTION_TYPES,
     MAX_ACTION_CHARS,
     NO_OP,
     feedback_kinds,
     normalise_action,
     not_an_action,
 )
+from text_housekeep.llf import HousekeepLLF
 
 CRAFTER, HOUSEKEEP = text_crafter.LLF_ENV_ID, text_housekeep.LLF_ENV_ID
 KEYS = {"observation", "instruction", "feedback"}
 TEN_MB = 10_000_000
+PEER = ROOT.parent / "shared" / "peers" / "llf-bench"  # LLF-Bench's tests, beside the checkout
+# LLF-Bench's pins (its README there): it runs in a venv of its own, as its authors run it.
+LLF_BENCH_REQUIREMENTS = ("gymnasium==0.29.1", "numpy<2", "crafter==1.8.3", "numba", "parse",
+                          "tqdm")
 
 
 def make(env_id: str, **kwargs):
@@ -92,7 +105,7 @@ def test_bad_task_and_episode_are_refused():
 def test_feedback_types():
     assert feedback_kinds("a") == feedback_kinds("m") == ("r", "hp", "hn", "fp", "fn")
     assert feedback_kinds("n") == ()
-    assert feedback_kinds(["fp", "hn"]) == ("fp", "hn")
+    assert feedback_kinds(["fp", "hn"]) == feedback_kinds({"fp", "hn"}) == ("hn", "fp")
     assert set(FEEDBACK_TYPES) == {"r", "hp", "hn", "fp", "fn", "a", "m", "n"}
     assert normalise_action('  "Chop   Tree."  ') == "chop tree"
 
@@ -217,7 +230,7 @@ def test_crafter_feedback_per_type():
 
     actions = ["chop tree", "move left", "move left", "move left", "move left", "chop tree"]
     _, none = first_steps("n", actions)
-    assert none == [None] * len(actions)
+    assert none == [""] * len(actions)
     _, r = first_steps("r", actions)
     assert all(t == "You received no reward." for t in r)
     _, hn = first_steps("hn", actions)
@@ -302,13 +315,19 @@ def test_instruction_types(env_id):
         env = make(env_id, instruction_type=kind)
         return {env.reset(seed=s)[0]["instruction"] for s in range(8)}
 
-    basic = instructions("b")
-    assert len(basic) == 1
-    assert len(instructions("p")) > 1
+    (basic,) = instructions("b")
+    (partial,) = instructions("p")
     (complete,) = instructions("c")
-    assert complete.startswith(next(iter(basic)))
-    extra = "Where each object belongs:" if env_id == HOUSEKEEP else "How the game works:"
-    assert extra in complete
+    assert partial.startswith(basic) and complete.startswith(basic)
+    if env_id == HOUSEKEEP:  # p: where the first half of the objects belong; c: all of them
+        assert "Where some objects belong:" in partial and "Where each object belongs:" in complete
+        some = partial.split("Where some objects belong: ")[1].rstrip(".").split("; ")
+        every = complete.split("Where each object belongs: ")[1].rstrip(".").split("; ")
+        assert some == every[:(len(every) + 1) // 2] and len(some) < len(every)
+    else:  # p: the task's steps; c: also the rules of the game
+        steps = 'Steps toward your task, in order: "chop tree", "place crafting table"'
+        assert steps in partial and steps in complete
+        assert "How the game works:" in complete and "How the game works:" not in partial
 
 
 def test_housekeep_feedback_comes_from_the_ground_truth():
@@ -344,3 +363,110 @@ def test_a_game_imports_neither_the_other_game_nor_llm_or_rl_code(game, other):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True, cwd=ROOT)
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+# ---- LLF-Bench's semantics, and its own tests/test_envs.py ----------------------------------
+@pytest.mark.parametrize(("env_id", "cls", "rewards"), [(CRAFTER, CrafterLLF, (0.0, 22.0)),
+                                                         (HOUSEKEEP, HousekeepLLF, (-1.0, 1.0))])
+def test_the_env_lists_its_types_and_bounds_as_llf_bench_reads_them(env_id, cls, rewards):
+    env = make(env_id, visual=False)  # llfbench.make always passes visual
+    assert type(env) is cls  # LLF-Bench is not installed here: no wrapper
+    assert env.INSTRUCTION_TYPES == INSTRUCTION_TYPES == ("b", "p", "c")
+    assert env.FEEDBACK_TYPES == FEEDBACK_KINDS == ("r", "hp", "hn", "fp", "fn")
+    assert env.reward_range == rewards
+    # The action space allows what the env reads of an action, and no more.
+    assert env.action_space.max_length == MAX_ACTION_CHARS
+    assert env.action_space.contains("x" * MAX_ACTION_CHARS)
+    assert not env.action_space.contains("x" * (MAX_ACTION_CHARS + 1))
+    with pytest.raises(ValueError, match="visual=True is invalid: these games have text "
+                                         "observations only; expected False"):
+        make(env_id, visual=True)
+
+
+def test_a_task_pays_at_most_one():
+    assert make(CRAFTER, task="make wood pickaxe").reward_range == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("env_id", [CRAFTER, HOUSEKEEP])
+def test_setting_the_types_after_construction_takes_effect(env_id):
+    env = make(env_id, feedback_type="n")
+    env.reset(seed=2)
+    assert env.step(NO_OP)[0]["feedback"] == ""  # no feedback is '' (LLF-Bench's), not None
+    env.set_feedback_type("r")
+    assert env.feedback_type == {"r"}  # a kind reads back as a set, as in LLF-Bench
+    assert env.step(NO_OP)[0]["feedback"] == "You received no reward."
+    env.feedback_type = ["hn", "r"]  # assigning is setting
+    assert env.feedback_type == {"r", "hn"}
+    assert env.step(NO_OP)[0]["feedback"] == "You received no reward."
+    env.feedback_type = "m"
+    assert env.feedback_type == "m"
+    env.feedback_type = {"r"}
+    env.set_instruction_type("c")  # from the next episode
+    instruction = env.reset(seed=2)[0]["instruction"]
+    assert env.instruction_type == "c" and instruction == make(
+        env_id, instruction_type="c").reset(seed=2)[0]["instruction"]
+    with pytest.raises(ValueError, match="feedback_type='hq' is invalid"):
+        env.set_feedback_type("hq")
+    with pytest.raises(ValueError, match="instruction_type='x' is invalid"):
+        env.instruction_type = "x"
+    assert (env.feedback_type, env.instruction_type) == ({"r"}, "c")
+
+
+def test_llf_bench_without_its_requirements_is_an_error_not_a_plain_env(monkeypatch):
+    # Where LLF-Bench is importable, gym.make wraps our env in its LLFWrapper class; an
+    # LLF-Bench whose own imports fail must say so, not quietly give the unwrapped env.
+    if not (PEER / "llfbench").is_dir():
+        pytest.skip("LLF-Bench's files are not beside the checkout (shared/peers/llf-bench)")
+    monkeypatch.syspath_prepend(str(PEER))
+    monkeypatch.setitem(sys.modules, "parse", None)
+    before = set(sys.modules)
+    try:
+        with pytest.raises(ModuleNotFoundError, match="parse"):
+            make(CRAFTER)
+    finally:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def llf_bench_python() -> Path:
+    """A Python with LLF-Bench's requirements: ``$ELLM_LLF_BENCH_PYTHON``, else a venv built
+    once from the package index into the user's cache; the test skips if that cannot be had."""
+    if os.environ.get("ELLM_LLF_BENCH_PYTHON"):
+        return Path(os.environ["ELLM_LLF_BENCH_PYTHON"])
+    tag = hashlib.sha256(" ".join(LLF_BENCH_REQUIREMENTS).encode()).hexdigest()[:8]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ellm"
+    venv = cache / f"llf-bench-venv-{tag}"
+    if not (venv / "bin" / "python").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix="llf-bench-venv-", dir=cache))
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(build)], check=True,
+                           capture_output=True, text=True, timeout=300)
+            subprocess.run([str(build / "bin" / "python"), "-m", "pip", "install", "-q",
+                            *LLF_BENCH_REQUIREMENTS], check=True, capture_output=True,
+                           text=True, timeout=900)
+        except subprocess.CalledProcessError as err:
+            shutil.rmtree(build, ignore_errors=True)
+            said = " ".join((err.stderr or "").strip().splitlines()[-1:])
+            pytest.skip(f"LLF-Bench's requirements ({', '.join(LLF_BENCH_REQUIREMENTS)}) could "
+                        f"not be installed: {said}")
+        try:
+            build.rename(venv)  # a venv runs from anywhere; a concurrent build may win
+        except OSError:
+            shutil.rmtree(build, ignore_errors=True)
+    return venv / "bin" / "python"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("prefix", ["llf-crafter", "llf-housekeep"])
+def test_llf_benchs_own_env_tests_pass_unchanged(prefix):
+    # Every instruction type x feedback type (24 configurations an id), LLF-Bench's wrapper
+    # class, determinism over two runs: its tests/test_envs.py, run as its README says.
+    if not (PEER / "tests" / "test_envs.py").exists():
+        pytest.skip("LLF-Bench's tests are not beside the checkout (shared/peers/llf-bench)")
+    proc = subprocess.run([str(llf_bench_python()), str(PEER / "run_llf_test_envs.py"), prefix],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    assert last.startswith(f"PASS llfbench-test_envs-{prefix}: LLF-Bench's tests/test_envs.py "
+                           f"passed on {prefix}-v0"), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -17,12 +17,14 @@ tasks), or ``task=None``: unlock as many achievements as you can. The game under
   toward the task from its prerequisites (:class:`text_crafter.guide.Guide`) with the action to
   take now, quoted last; ``fn`` lava, a zombie or skeleton nearby, low food, water or energy.
 - ``info["episode_stats"]`` at the end, in Crafter's ``stats.jsonl`` format.
+- Instructions: ``p`` adds the task's steps in order, ``c`` also how the game works.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+import gymnasium as gym
 from crafter import constants
 
 from text_crafter import actions as acts
@@ -31,7 +33,14 @@ from text_crafter.env import CrafterTextEnv
 from text_crafter.guide import Advice, Guide, article, offset_words, thing_at
 from text_crafter.stats import ACHIEVEMENTS
 from text_crafter.tasks import SINGLE_TASKS, TASK_CHAINS, task_chain
-from text_game.llf import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
+from text_game.llf import (
+    NO_OP,
+    Feedback,
+    Instructions,
+    LanguageFeedbackEnv,
+    Outcome,
+    as_registered,
+)
 
 OPEN_TASK: Final = "unlock as many achievements as you can"
 # Custom tasks in words, and whether each is judged by its chain done in order.
@@ -70,17 +79,25 @@ def task_words(task: str | None) -> str:
     return TASK_WORDS.get(task, f'"{task}"')
 
 
-class CrafterLLFEnv(LanguageFeedbackEnv):
+def CrafterLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
+    """``llf-crafter-v0`` as ``gym.make`` builds it (:func:`text_game.llf.as_registered`)."""
+    return as_registered(CrafterLLF(**kwargs))
+
+
+class CrafterLLF(LanguageFeedbackEnv):
     """See the module docstring; other keyword arguments go to :class:`CrafterTextEnv`."""
 
     def __init__(self, task: str | None = None, instruction_type: str = "b",
                  feedback_type: Any = "a", version: int = 2, length: int = 400,
-                 dying: bool = True, seed: int | None = None, **kwargs: Any):
-        super().__init__(instruction_type, feedback_type, length)
+                 dying: bool = True, seed: int | None = None, visual: bool = False,
+                 **kwargs: Any):
+        super().__init__(instruction_type, feedback_type, length, visual)
         if task is not None and task not in SINGLE_TASKS:
             raise ValueError(f"task={task!r} is invalid: expected null (unlock as many "
                              f"achievements as you can) or one of {', '.join(SINGLE_TASKS)}")
         self.task = task
+        # A task pays 1 once; the open task 1 per achievement first unlocked.
+        self.reward_range = (0.0, 1.0 if task is not None else float(len(ACHIEVEMENTS)))
         self.game = CrafterTextEnv(version=version, action_space_type="harder", length=length,
                                    dying=dying, seed=seed, **kwargs)
         self.version = version
@@ -338,17 +355,16 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
         else:
             objective = f"Your task in this Crafter world: {goal}."
         basic = f"{objective} {actions}"
-        paraphrases = [basic,
-                       f"In Crafter, a survival game, you must {goal}. {actions}",
-                       (f"Goal: {goal}. You play Crafter, reading a description of what is "
-                        f"around you each turn. {actions}"),
-                       f"You are an agent in the game Crafter. What to achieve: {goal}. {actions}"]
-        return Instructions(basic, paraphrases, f"{basic} {self._rules()}")
+        return Instructions(basic, f"{basic} {self._steps()}",
+                            f"{basic} {self._rules()} {self._steps()}")
+
+    def _steps(self) -> str:
+        chain = (task_chain(self.task) if self.task is not None
+                 else tuple(CURRICULUM.values()))
+        return "Steps toward your task, in order: " + ", ".join(f'"{s}"' for s in chain) + "."
 
     def _rules(self) -> str:
         table_cost = 1 if self.version == 1 else constants.place["table"]["uses"]["wood"]
-        chain = (task_chain(self.task) if self.task is not None
-                 else tuple(CURRICULUM.values()))
         return ("How the game works: \"chop tree\" gives wood; a crafting table costs "
                 f"{table_cost} wood; wood pickaxe and sword need 1 wood each by a crafting table; "
                 "stone and coal need a wood pickaxe; stone pickaxe and sword need 1 wood and 1 "
@@ -357,8 +373,7 @@ class CrafterLLFEnv(LanguageFeedbackEnv):
                 "diamond needs an iron pickaxe; \"chop grass\" sometimes gives a sapling, which "
                 "\"place plant\" plants on grass; it ripens for \"eat plant\" after a while. "
                 "Drink water, eat (\"attack cow\") and sleep when low, or you lose health; avoid "
-                "lava, zombies and skeletons. Steps toward your task, in order: "
-                + ", ".join(f'"{s}"' for s in chain) + ".")
+                "lava, zombies and skeletons.")
 
 
 def _ahead(player: Any) -> tuple[int, int]:

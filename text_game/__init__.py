@@ -2,6 +2,7 @@
 ``text_crafter.llf`` and ``text_housekeep.llf`` implement and ``llm_in_the_loop`` plays.
 
 A package of its own so that neither game imports the other, and both stay free of LLM and RL
-code: the contract is gymnasium and the standard library only. It is not part of
+code: the contract is gymnasium and the standard library only (and LLF-Bench's wrapper class,
+where LLF-Bench is installed: ``text_game.llf_bench``). It is not part of
 ``llm_in_the_loop`` (an LLM package the games must not import) nor of ``ellm`` (the method).
 """

@@ -1,22 +1,29 @@
 """The language-feedback (LLF-Bench) environment contract, shared by Crafter's and Housekeep's
 language-feedback environments (``llf-crafter-v0``, ``llf-housekeep-v0``).
 
-Written from LLF-Bench's documentation (Cheng et al., 2023); no LLF-Bench code is used.
+Written from LLF-Bench's documentation and code (Cheng et al., 2023), none of which is copied
+here; its own ``tests/test_envs.py`` passes on both games (docs/llf.md). Where LLF-Bench is
+installed, the envs come inside its wrapper class (:mod:`text_game.llf_bench`).
 
-- ``make(id, instruction_type=..., feedback_type=...)``;
+- ``make(id, instruction_type=..., feedback_type=..., visual=False)``; the env lists its types
+  in ``INSTRUCTION_TYPES`` and ``FEEDBACK_TYPES`` (the five kinds, as LLF-Bench's envs do) and
+  changes them with ``set_instruction_type`` (from the next reset) and ``set_feedback_type``
+  (from the next step), or by assigning the attributes.
 - ``reset(seed=, options=) -> (obs, info)`` with ``obs = {"observation": str, "instruction":
   str, "feedback": None}``; ``step(action: str) -> (obs, reward, terminated, truncated, info)``
-  whose ``obs["instruction"]`` is None (the instruction comes with ``reset``) and whose
-  ``info["success"]`` says whether the task is solved. A missing field is None.
-- The reward is for evaluating an agent, never for the agent to learn from.
-- Instruction types: ``b`` basic, ``p`` paraphrased (one of several wordings, drawn at reset from
-  the env's seeded generator), ``c`` complete (the basic instruction plus what the agent would
-  otherwise have to learn from feedback).
+  whose ``obs["instruction"]`` is None (the instruction comes with ``reset``), whose
+  ``obs["feedback"]`` is a str (``''``: nothing to say) and whose ``info["success"]`` says
+  whether the task is solved.
+- The reward is for evaluating an agent, never for the agent to learn from; ``reward_range``
+  bounds it.
+- Instruction types: ``b`` basic, ``p`` partial (the basic instruction plus part of what the
+  agent would otherwise have to learn from feedback), ``c`` complete (all of it).
 - Feedback types: ``r`` the reward in words, ``hp`` hindsight positive (what the last action
   achieved), ``hn`` hindsight negative (what went wrong), ``fp`` future positive (what to do
   next), ``fn`` future negative (what to avoid next); ``a`` all of them, ``m`` one of those that
-  have something to say, drawn at random each step, ``n`` none. A sequence of the five kinds
-  (``("hp", "fp")``) gives those kinds. The feedback is None when nothing selected applies.
+  have something to say, drawn at random each step, ``n`` none. A list, tuple or set of the five
+  kinds (``("hp", "fp")``) gives those kinds. The feedback is ``''`` when nothing selected
+  applies.
 - Feedback names actions in double quotes (``"chop tree"``).
 - Anything that is not an action (any string or object) gets a no-op step and a "not an
   action" notice at the head of the feedback whatever the feedback type, ``n`` included (as
@@ -24,13 +31,16 @@ Written from LLF-Bench's documentation (Cheng et al., 2023); no LLF-Bench code i
   :data:`MAX_ACTION_CHARS` characters of an action are read. ``step`` before ``reset`` or after
   the episode's end raises RuntimeError.
 
-A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``.
+A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``; its
+gymnasium entry point passes the env through :func:`as_registered`.
 """
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final
 
@@ -38,7 +48,7 @@ import gymnasium as gym
 
 INSTRUCTION_TYPES: Final = ("b", "p", "c")
 FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp", "fn")
-FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")
+FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")  # every value feedback_type takes
 NO_OP: Final = "do nothing"
 MAX_ACTION_CHARS: Final = 1024  # what is read of an action; longer text is never an action
 _TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
@@ -60,22 +70,23 @@ class Feedback:
             old = getattr(self, kind)
             setattr(self, kind, f"{old} {text}" if old else text)
 
-    def select(self, kinds: Sequence[str], pick_one: Any = None) -> str | None:
-        """The texts of ``kinds`` joined in the order r, hp, hn, fp, fn; with ``pick_one`` (a
-        numpy Generator) only one of those that have text, drawn at random."""
+    def select(self, kinds: Sequence[str], pick_one: Any = None) -> str:
+        """The texts of ``kinds`` joined in the order r, hp, hn, fp, fn (``''``: none); with
+        ``pick_one`` (a numpy Generator) only one of those that have text, drawn at random."""
         texts = [getattr(self, f.name) for f in fields(self) if f.name in kinds]
         texts = [t for t in texts if t]
         if pick_one is not None and texts:
             texts = [texts[int(pick_one.integers(len(texts)))]]
-        return " ".join(texts) if texts else None
+        return " ".join(texts)
 
 
 @dataclass
 class Instructions:
-    """A task's instruction: the basic wording, its paraphrases and the complete version."""
+    """A task's instruction: the basic one, and with part of (partial) or all (complete) of what
+    the agent would otherwise learn from feedback."""
 
     basic: str
-    paraphrases: Sequence[str] = ()
+    partial: str = ""
     complete: str = ""
 
 
@@ -93,7 +104,8 @@ class Outcome:
 
 
 def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
-    """The feedback kinds a ``feedback_type`` selects; ValueError naming the valid ones."""
+    """The feedback kinds a ``feedback_type`` selects, in the order r, hp, hn, fp, fn;
+    ValueError naming the valid ones."""
     if isinstance(feedback_type, str):
         if feedback_type in FEEDBACK_KINDS:
             return (feedback_type,)
@@ -101,9 +113,9 @@ def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
             return FEEDBACK_KINDS
         if feedback_type == "n":
             return ()
-    elif isinstance(feedback_type, Sequence) and feedback_type and all(
+    elif isinstance(feedback_type, (Sequence, AbstractSet)) and feedback_type and all(
             isinstance(k, str) and k in FEEDBACK_KINDS for k in feedback_type):
-        return tuple(dict.fromkeys(feedback_type))
+        return tuple(k for k in FEEDBACK_KINDS if k in feedback_type)
     raise ValueError(f"feedback_type={feedback_type!r} is invalid: expected one of "
                      f"{', '.join(FEEDBACK_TYPES)} or a list of {', '.join(FEEDBACK_KINDS)}")
 
@@ -141,28 +153,64 @@ class LanguageFeedbackEnv(gym.Env):
     """The LLF-Bench contract (module docstring); a game implements the two hooks below.
 
     ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included;
-    ``length``: the steps of an episode, which the game truncates there.
+    ``length``: the steps of an episode, which the game truncates there; ``visual``: only
+    False, as the games have no image observation.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    INSTRUCTION_TYPES: ClassVar[tuple[str, ...]] = INSTRUCTION_TYPES
+    # LLF-Bench's meaning: the five kinds; "a", "m" and "n" are accepted on top of them.
+    FEEDBACK_TYPES: ClassVar[tuple[str, ...]] = FEEDBACK_KINDS
+    reward_range: tuple[float, float] = (-math.inf, math.inf)
     actions: tuple[str, ...] = (NO_OP,)
 
-    def __init__(self, instruction_type: str = "b", feedback_type: Any = "a", length: int = 100):
-        if instruction_type not in INSTRUCTION_TYPES:
-            raise ValueError(f"instruction_type={instruction_type!r} is invalid: expected one "
-                             f"of {', '.join(INSTRUCTION_TYPES)}")
+    def __init__(self, instruction_type: str = "b", feedback_type: Any = "a", length: int = 100,
+                 visual: bool = False):
+        if visual is not False:
+            raise ValueError(f"visual={visual!r} is invalid: these games have text observations "
+                             "only; expected False")
         self.instruction_type = instruction_type
         self.feedback_type = feedback_type
-        self._kinds = feedback_kinds(feedback_type)
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
             raise ValueError(f"length={length!r} is invalid: expected an integer >= 1")
         self.length = length
-        self.action_space = gym.spaces.Text(max_length=256, min_length=0,
+        self.action_space = gym.spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0,
                                             charset=string.printable)
         self.observation_space = gym.spaces.Dict(
             {"observation": _TEXT, "instruction": _TEXT, "feedback": _TEXT})
         self._started = False
         self._over = False
+
+    # ---- the types, as LLF-Bench sets them ------------------------------------------------
+    @property
+    def instruction_type(self) -> str:
+        return self._instruction_type
+
+    @instruction_type.setter
+    def instruction_type(self, instruction_type: str) -> None:
+        self.set_instruction_type(instruction_type)
+
+    def set_instruction_type(self, instruction_type: str) -> None:
+        """The instruction type of the episodes that start from now on."""
+        if instruction_type not in INSTRUCTION_TYPES:
+            raise ValueError(f"instruction_type={instruction_type!r} is invalid: expected one "
+                             f"of {', '.join(INSTRUCTION_TYPES)}")
+        self._instruction_type = instruction_type
+
+    @property
+    def feedback_type(self) -> Any:
+        return self._feedback_type
+
+    @feedback_type.setter
+    def feedback_type(self, feedback_type: Any) -> None:
+        self.set_feedback_type(feedback_type)
+
+    def set_feedback_type(self, feedback_type: Any) -> None:
+        """The feedback type of the steps from now on; read back as LLF-Bench's is: "a", "m",
+        "n", or the set of kinds."""
+        self._kinds = feedback_kinds(feedback_type)
+        self._feedback_type = feedback_type if feedback_type in ("a", "m", "n") else set(
+            self._kinds)
 
     # ---- hooks of a game ------------------------------------------------------------------
     def _start(self, seed: int | None, options: dict | None) -> tuple[str, Instructions, dict]:
@@ -205,12 +253,23 @@ class LanguageFeedbackEnv(gym.Env):
         return obs, float(out.reward), out.terminated, out.truncated, info
 
     def _instruction(self, instructions: Instructions) -> str:
-        if self.instruction_type == "p" and instructions.paraphrases:
-            options = instructions.paraphrases
-            return options[int(self.np_random.integers(len(options)))]
+        if self.instruction_type == "p" and instructions.partial:
+            return instructions.partial
         if self.instruction_type == "c" and instructions.complete:
             return instructions.complete
         return instructions.basic
 
     def render(self) -> None:
         return None
+
+
+def as_registered(env: LanguageFeedbackEnv) -> gym.Env:
+    """``env`` as ``gym.make`` returns it: inside LLF-Bench's wrapper class where LLF-Bench is
+    installed (:mod:`text_game.llf_bench`), as it is elsewhere."""
+    try:
+        from text_game.llf_bench import LLFBenchWrapper
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("llfbench"):
+            raise  # LLF-Bench is there but broken: say so rather than hide it
+        return env  # no LLF-Bench here, so no tool of its looks for its class
+    return LLFBenchWrapper(env)

@@ -19,6 +19,7 @@ get a number ("bedroom shelf 2").
   placement or pick to avoid here.
 - ``info["episode_stats"]`` at the end (:meth:`HousekeepTextEnv.episode_stats`, counting the
   no-op steps in ``length``).
+- Instructions: ``p`` adds where the first half of the objects belong, ``c`` where each does.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from text_game.llf import NO_OP, Feedback, Instructions, LanguageFeedbackEnv, Outcome
+import gymnasium as gym
+
+from text_game.llf import (
+    NO_OP,
+    Feedback,
+    Instructions,
+    LanguageFeedbackEnv,
+    Outcome,
+    as_registered,
+)
 from text_housekeep import DEFAULT_TASK, episode_count, make
 from text_housekeep.backend import FAILED, PICK, PLACE
 from text_housekeep.symbolic import PLACE_ACTION
@@ -45,13 +55,21 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-class HousekeepLLFEnv(LanguageFeedbackEnv):
+def HousekeepLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
+    """``llf-housekeep-v0`` as ``gym.make`` builds it (:func:`text_game.llf.as_registered`)."""
+    return as_registered(HousekeepLLF(**kwargs))
+
+
+class HousekeepLLF(LanguageFeedbackEnv):
     """See the module docstring."""
+
+    # A step puts at most one object right (+1) or wrong (-1).
+    reward_range = (-1.0, 1.0)
 
     def __init__(self, task: str = DEFAULT_TASK, ep_num: int | None = None,
                  instruction_type: str = "b", feedback_type: Any = "a", length: int = 100,
-                 data_dir: str | Path | None = None):
-        super().__init__(instruction_type, feedback_type, length)
+                 data_dir: str | Path | None = None, visual: bool = False):
+        super().__init__(instruction_type, feedback_type, length, visual)
         self.task = task
         self.data_dir = data_dir
         self.count = episode_count(task, Path(data_dir) if data_dir is not None else None)
@@ -201,13 +219,8 @@ class HousekeepLLFEnv(LanguageFeedbackEnv):
                    f'the receptacle you are at) or "{NO_OP}". Receptacles: {recs}.')
         basic = (f"Tidy this house: the {objects} are out of place. Put each on a receptacle "
                  f"where it belongs and end with empty hands. {actions}")
-        paraphrases = [
-            basic,
-            (f"Some things in this house are misplaced ({objects}). Find each, pick it up and "
-             f"place it where people usually keep it; finish with empty hands. {actions}"),
-            f"Your job is to tidy up: {objects} must go where they belong. {actions}",
-        ]
-        truth = "; ".join(
-            f"{self.objs[o]}: " + " or ".join(self.recs[r] for r in sorted(correct))
-            for o, correct in enumerate(self.episode.correct[:len(self.objs)]))
-        return Instructions(basic, paraphrases, f"{basic} Where each object belongs: {truth}.")
+        truth = [f"{self.objs[o]}: " + " or ".join(self.recs[r] for r in sorted(correct))
+                 for o, correct in enumerate(self.episode.correct[:len(self.objs)])]
+        half = truth[:(len(truth) + 1) // 2]
+        return Instructions(basic, f"{basic} Where some objects belong: {'; '.join(half)}.",
+                            f"{basic} Where each object belongs: {'; '.join(truth)}.")
