@@ -79,8 +79,7 @@ def test_an_unknown_render_mode_is_refused(env_id):
 
 @pytest.mark.parametrize("env_id", GYM_IDS)
 def test_rgb_array_list_collects_one_frame_per_reset_and_step(env_id):
-    # gymnasium.make turns "rgb_array_list" into "rgb_array" under RenderCollection, the wrapper
-    # RecordVideo builds on (RecordVideo itself needs moviepy, which this project does not ship).
+    # gymnasium.make turns "rgb_array_list" into "rgb_array" under RenderCollection.
     env = _make(env_id, render_mode="rgb_array_list")
     assert isinstance(env, RenderCollection) and env.unwrapped.render_mode == "rgb_array"
     obs, _ = env.reset(seed=0)
@@ -92,6 +91,24 @@ def test_rgb_array_list_collects_one_frame_per_reset_and_step(env_id):
     assert len(frames) == len(images)
     assert all(np.array_equal(f, i) for f, i in zip(frames, images))
     env.close()
+
+
+@pytest.mark.parametrize("env_id", ["CrafterTextEnv-v2", "Housekeep-v1"])
+def test_record_video_writes_each_episode_frame_by_frame(env_id, tmp_path):
+    import imageio.v3 as iio
+    from gymnasium.wrappers import RecordVideo
+
+    env = RecordVideo(_make(env_id, render_mode="rgb_array"), str(tmp_path),
+                      episode_trigger=lambda _: True, disable_logger=True)
+    obs, _ = env.reset(seed=0)
+    steps = 5
+    for _ in range(steps):
+        obs, *_ = env.step(env.action_space.sample())
+    env.close()  # ends the recording of the unfinished episode
+    (video,) = tmp_path.glob("*.mp4")
+    frames = iio.imread(video)
+    assert frames.shape[0] == steps + 1  # the reset's frame and one per step
+    assert frames.shape[1:3] == obs["image"].shape[:2]
 
 
 def test_infos_kept_by_a_user_do_not_change_later():
