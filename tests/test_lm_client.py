@@ -217,6 +217,23 @@ def test_a_server_on_this_machine_is_free(server, tmp_path):
     assert resolve_price("gpt-4o", "http://[::1]:8080/v1") == (0.0, 0.0)
 
 
+def test_a_remote_server_without_a_price_says_the_budget_does_not_hold(tmp_path, caplog):
+    # A hosted non-OpenAI endpoint (Gemini's, a colleague's vLLM) with a model the table lacks:
+    # free to the budget, which the run says at start-up; a stated price makes it hold.
+    remote = "http://llm.invalid/v1"  # never answers: the model list fails fast, as offline
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        client = build_client(spec(lm="gemini-2.5-flash", timeout=1.0), cache_dir=tmp_path,
+                              base_url=remote)
+    assert client.price == (0.0, 0.0)
+    assert "no price known for model 'gemini-2.5-flash' at http://llm.invalid/v1" in caplog.text
+    assert "budget does not limit them" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ellm.lm"):
+        priced = build_client(spec(lm="gemini-2.5-flash", timeout=1.0, price=[0.3, 2.5]),
+                              cache_dir=tmp_path, base_url=remote)
+    assert priced.price == (0.3, 2.5) and "no price known" not in caplog.text
+
+
 @pytest.mark.parametrize("endpoint,token", [("chat", "Yes"), ("completions", " Yes")])
 def test_yes_probability(server, tmp_path, endpoint, token):
     client = build_client(spec(endpoint=endpoint, temperature=0), cache_dir=tmp_path,

@@ -37,7 +37,7 @@ from ellm.lm.cache import (
 from ellm.lm.config import LMSpec, api_url
 from ellm.lm.constraints import YES_NO, Constraint, yes_no_word
 from ellm.lm.dialects import names_constraint, request_fields
-from ellm.lm.pricing import cost, is_openai_endpoint, resolve_price
+from ellm.lm.pricing import cost, is_loopback_endpoint, is_openai_endpoint, resolve_price
 from ellm.lm.setup import (
     adopt_served_model,
     check_retired_model,
@@ -129,6 +129,14 @@ class LMClient:
                      self.constraining.describe())
         self.price = (0.0, 0.0) if self.offline else resolve_price(
             self.spec.lm, spec.base_url, spec.price)
+        if (not self.offline and spec.price is None and self.price == (0.0, 0.0)
+                and not is_loopback_endpoint(spec.base_url)):
+            # A remote server we hold no price for (a hosted Gemini, a colleague's vLLM): its
+            # calls cost $0 to the budget, which the run must say rather than imply.
+            log_once(logging.WARNING, "no price known for model %r at %s: its calls count as "
+                     "$0, so env_spec.lm_spec.budget does not limit them; set "
+                     "env_spec.lm_spec.price=[input,output] ($ per 1M tokens) to enforce it",
+                     self.spec.lm, spec.base_url or "OpenAI")
 
     @property
     def offline(self) -> bool:
