@@ -16,7 +16,7 @@ import difflib
 import importlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,19 +164,22 @@ def check_added_keys(cfg: DictConfig, added: Iterable[str]) -> None:
     for key in added:
         if key in known:
             continue
-        existing = set(leaf_keys(OmegaConf.to_container(cfg, resolve=False))) | known
+        existing = set(leaves(OmegaConf.to_container(cfg, resolve=False))) | known
         close = difflib.get_close_matches(key, existing - {key}, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise ConfigError(f"{key} is not a key of this config (+{key}=... adds a key that no "
                           f"part of the run reads, so it would change nothing){hint}")
 
 
-def leaf_keys(data: Any, prefix: str = "") -> list[str]:
-    """The dotted names of every leaf of nested mappings."""
-    if not isinstance(data, dict) or not data:
-        return [prefix] if prefix else []
-    return [k for key, value in data.items()
-            for k in leaf_keys(value, f"{prefix}.{key}" if prefix else str(key))]
+def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": value}`` for every leaf of nested mappings (lists and empty mappings are
+    leaves)."""
+    if not isinstance(data, Mapping) or (prefix and not data):
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
 
 
 def _agent_schema(cfg: DictConfig) -> type:
@@ -293,6 +296,7 @@ __all__ = [
     "agent_target",
     "check_added_keys",
     "check_lm_spec",
+    "leaves",
     "parse",
     "redacted",
     "resolve_device",

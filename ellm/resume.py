@@ -17,6 +17,7 @@ from typing import Any, Final
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ellm import checkpoint
+from ellm.config import SECRET_KEYS, leaves
 from ellm.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -28,26 +29,12 @@ SAFE_ON_RESUME: Final = frozenset({
     "env_spec.lm_spec.base_url", "env_spec.lm_spec.timeout", "env_spec.lm_spec.max_retries",
     "env_spec.lm_spec.cache_dir", "env_spec.lm_spec.backoff", "env_spec.lm_spec.max_backoff",
 })
-# Keys of the recorded config that are never taken back: secrets are recorded blanked, and
-# the flags that make this a resumption are this command's.
-_NOT_RECORDED: Final = frozenset({"openai_key", "openai_org", "env_spec.lm_spec.openai_key",
-                                  "env_spec.lm_spec.api_key", "env_spec.lm_spec.openai_org",
-                                  "finetune_snapshot"})
+
 GROUPS: Final = ("agent", "method", "preset")
 
 
 def resuming(cfg: DictConfig) -> bool:
     return bool(cfg.get("snapshot_path")) and not cfg.get("finetune_snapshot")
-
-
-def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": value}`` for every leaf of nested mappings (lists are leaves)."""
-    if not isinstance(data, Mapping) or (prefix and not data):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def named_keys(overrides: Sequence[str]) -> tuple[set[str], list[str]]:
@@ -93,7 +80,9 @@ def resumed_config(cfg: DictConfig, overrides: Sequence[str],
     now = leaves(OmegaConf.to_container(cfg, resolve=True))
     refused, taken = [], {}
     for key, value in now.items():
-        if key in _NOT_RECORDED or key.startswith("hydra") or key not in then:
+        # Secrets are recorded blanked; finetune_snapshot says what this command does.
+        if (key.rpartition(".")[2] in SECRET_KEYS or key == "finetune_snapshot"
+                or key.startswith("hydra") or key not in then):
             continue
         if then[key] == value:
             continue
@@ -124,4 +113,4 @@ def _shown(values: Mapping[str, Any], limit: int = 12) -> str:
     return ", ".join(items[:limit]) + more
 
 
-__all__ = ["SAFE_ON_RESUME", "explicit_keys", "leaves", "resumed_config", "resuming"]
+__all__ = ["SAFE_ON_RESUME", "explicit_keys", "resumed_config", "resuming"]

@@ -31,6 +31,7 @@ from crafter import constants, objects
 from text_crafter import actions as acts
 from text_crafter import captions
 from text_crafter.rules import OrderedChunksWorld, V1Player
+from text_game import render
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ _TEXT_SPACE = gym.spaces.Text(max_length=1024, min_length=0, charset=string.prin
 class CrafterTextEnv(gym.Env):
     """Crafter whose observations and infos carry text (see the module docstring)."""
 
-    # 5 frames a second: the pace of Crafter's own GUI (crafter.run_gui --fps), one step a frame.
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 5}
+    # rgb_array at 5 frames a second, the pace of Crafter's own GUI (crafter.run_gui --fps).
+    metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
 
     def __init__(
         self,
@@ -75,10 +76,7 @@ class CrafterTextEnv(gym.Env):
     ):
         if version not in (1, 2):
             raise ValueError(f"version must be 1 or 2, got {version!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported: expected None or "
-                             f"one of {self.metadata['render_modes']}")
-        self.render_mode = render_mode
+        self.render_mode = render.checked_render_mode(render_mode)
         self.version = version
         self.extrinsic = extrinsic
         self.reward = reward
@@ -240,9 +238,7 @@ class CrafterTextEnv(gym.Env):
     def render(self) -> np.ndarray | None:
         """The frame now (the observed image) with ``render_mode="rgb_array"``; else None."""
         if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
-            name = self.spec.id if self.spec is not None else "CrafterTextEnv-v1"
-            gym.logger.warn("You are calling render method without specifying any render mode; "
-                            f'build with gym.make("{name}", render_mode="rgb_array")')
+            render.warn_no_render_mode(self, "CrafterTextEnv-v1")
             return None
         return self._engine.render()
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from text_game import render
 from text_housekeep.backend import FAILED, PICK, PLACE, Backend, BackendState
 from text_housekeep.data import Episode
 from text_housekeep.text import (
@@ -63,17 +64,14 @@ class HousekeepView:
 class HousekeepTextEnv(gym.Env):
     """See the module docstring. ``backend`` simulates ``episode``; ``close()`` closes it."""
 
-    # render() is the observed image; one step a frame, at Crafter's pace.
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 5}
+    # render() is the observed image; one step a frame, at Crafter's pace (text_game.render).
+    metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     extrinsic = False  # trained on LM rewards (the game reward is logged and evaluated)
 
     def __init__(self, episode: Episode, backend: Backend, length: int = 1000,
                  language_state: bool = True, image_shape: tuple[int, int, int] = (84, 84, 3),
                  version: int = 1, render_mode: str | None = None):
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported: expected None or "
-                             f"one of {self.metadata['render_modes']}")
-        self.render_mode = render_mode
+        self.render_mode = render.checked_render_mode(render_mode)
         if length < 1:
             raise ValueError(f"env_spec.housekeep_length must be >= 1, got {length}")
         if version not in (1, 2):
@@ -149,9 +147,7 @@ class HousekeepTextEnv(gym.Env):
 
     def render(self) -> np.ndarray | None:
         if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
-            name = self.spec.id if self.spec is not None else "Housekeep-v1"
-            gym.logger.warn("You are calling render method without specifying any render mode; "
-                            f'build with gym.make("{name}", render_mode="rgb_array")')
+            render.warn_no_render_mode(self, "Housekeep-v1")
             return None
         if self._state is None:
             raise RuntimeError("call reset() before render()")
