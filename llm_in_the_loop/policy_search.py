@@ -4,12 +4,16 @@ A small policy has a few real parameters. A buffer holds every setting tried so 
 episode return it earned; the buffer is rendered into a prompt and the language model answers
 the next setting to try. Warm-up settings are drawn uniformly at random.
 
-- :class:`ParameterSpace`: the parameter names and their common range; random settings.
+- :class:`ParameterSpace`: the parameter names and their common range; random settings (the
+  warm-up may draw from a range of its own).
 - :class:`ParameterBuffer`: (setting, return) pairs; which of them a prompt shows.
 - :func:`parse_proposal`: the setting an answer names, and what went wrong when it names none.
-- :class:`LLMProposer`: prompt -> :class:`ellm.lm.LMClient` -> parsed setting; an answer that
-  names no setting (or no answer at all) is replaced by a random setting, a value out of range is
-  clipped to it, and both are counted. :class:`RandomProposer`: the random-search reference.
+- :class:`LLMProposer`: prompt (ours, or the ProPS tutorial's,
+  :mod:`llm_in_the_loop.policy_search_props`) -> :class:`ellm.lm.LMClient` -> parsed setting; an
+  answer that names no setting is shown back to the model with the form asked for, up to
+  ``reasks`` times; when none of them names one (or no answer came) a random setting is played
+  instead; a value out of range is clipped to it; all of it counted. :class:`RandomProposer`:
+  the random-search reference.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from ellm.lm import LMClient
 from ellm.lm.constraints import Setting
+
+if TYPE_CHECKING:
+    from llm_in_the_loop.policy_search_props import TutorialPrompt
 
 # What became of a proposal (counted per run): the answer's setting as is; with values clipped
 # into range; a random setting because the answer named none / there was no answer (API error,
@@ -43,6 +50,8 @@ EXAMPLE: Final = (
     "a=2.00, b=-1.00 -> return 4.50\n"
     "Setting: a=3.00, b=-1.50\n"
     "\n")
+# A re-ask: the unusable answer goes back to the model with the form it must take.
+REASK: Final = "That answer names no setting. Answer again, with one line of the form: {form}"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 
@@ -143,28 +152,30 @@ class Proposal:
 
     params: tuple[float, ...]
     status: str
-    answer: str | None = None  # the model's answer, when there was one
+    answer: str | None = None  # the model's (last) answer, when there was one
+    reasks: int = 0            # answers that named no setting and were asked again
 
     @property
     def fallback(self) -> bool:
         return self.status in FALLBACK_STATUSES
 
 
-def parse_proposal(answer: str, space: ParameterSpace) -> tuple[list[float] | None, str]:
+def parse_proposal(answer: str, space: ParameterSpace, aliases: Sequence[str] = ()
+                   ) -> tuple[list[float] | None, str]:
     """The values an answer proposes, read leniently, and the status ``ok`` or ``unparsable``.
 
-    ``name=value`` / ``name: value`` pairs for every name win (anywhere in the answer, the
-    first of each name); else the first line holding exactly as many numbers as there are
-    parameters (``[1.5, -0.25]``). Values are returned as written, not yet clipped; a value that
-    is not finite makes the answer unparsable."""
-    values: list[float] = []
-    for name in space.names:
-        match = re.search(rf"(?<![\w.]){re.escape(name)}\s*[:=]\s*({_NUMBER})", answer)
-        if match is None:
-            break
-        values.append(float(match.group(1)))
-    else:
-        return _finite(values)
+    ``name=value`` / ``name: value`` pairs for every parameter win (anywhere in the answer, the
+    first of each), the names being the space's, else ``aliases`` (the tutorial's letters),
+    else ``params[i]`` (ProPS's); else the first line holding exactly as many numbers as there
+    are parameters (``[1.5, -0.25]``). Values are returned as written, not yet clipped; a value
+    that is not finite makes the answer unparsable."""
+    labels = [[rf"(?<![\w.]){re.escape(n)}" for n in names]
+              for names in (space.names, aliases) if names]
+    labels.append([rf"(?<![\w.])params\[\s*{i}\s*\]" for i in range(space.size)])
+    for label in labels:
+        matches = [re.search(rf"{name}\s*[:=]\s*({_NUMBER})", answer) for name in label]
+        if all(matches):
+            return _finite([float(m.group(1)) for m in matches if m])
     for line in answer.splitlines():
         numbers = re.findall(rf"(?<![\w.]){_NUMBER}", line)
         if len(numbers) == space.size:
@@ -181,15 +192,19 @@ def _finite(values: list[float]) -> tuple[list[float] | None, str]:
 class RandomProposer:
     """Random search: every setting uniformly at random (the reference)."""
 
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator) -> None:
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator,
+                 warmup: ParameterSpace | None = None) -> None:
         self.space = space
+        self.warmup = warmup or space
         self.rng = rng
         self.counts: Counter[str] = Counter()
 
     def draw(self, status: str) -> Proposal:
-        """A random setting, counted under ``status`` (``warmup``, ``random``, a fallback)."""
+        """A random setting, counted under ``status`` (``warmup``, ``random``, a fallback);
+        the warm-up draws from its own range."""
         self.counts[status] += 1
-        return Proposal(tuple(self.space.sample(self.rng)), status)
+        space = self.warmup if status == "warmup" else self.space
+        return Proposal(tuple(space.sample(self.rng)), status)
 
     def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
         """The setting to try at proposal ``iteration`` (1, 2, ...) after those in ``buffer``."""
@@ -202,12 +217,18 @@ class LLMProposer(RandomProposer):
     ``task``: the policy and its environment in words; ``step``: the step size the prompt
     suggests for moves around the best settings; ``prompt_entries``: at most this many buffer
     entries in a prompt; ``iterations``: the run's number of proposals (the prompt says which
-    one this is)."""
+    one this is); ``tutorial``: ask with the ProPS tutorial's prompt instead of ours;
+    ``reasks``: how many times an answer that names no setting is asked again."""
 
     def __init__(self, client: LMClient, space: ParameterSpace, rng: np.random.Generator, *,
-                 task: str, step: float, prompt_entries: int, iterations: int) -> None:
-        super().__init__(space, rng)
+                 task: str, step: float, prompt_entries: int, iterations: int,
+                 warmup: ParameterSpace | None = None, tutorial: TutorialPrompt | None = None,
+                 reasks: int = 0) -> None:
+        super().__init__(space, rng, warmup)
         self.client = client
+        self.tutorial = tutorial
+        self.reasks = reasks
+        self.aliases = tutorial.names if tutorial else ()
         self.task = task
         self.step = step
         self.prompt_entries = prompt_entries
@@ -235,22 +256,43 @@ class LLMProposer(RandomProposer):
         ])
 
     def prompt(self, buffer: ParameterBuffer, iteration: int) -> str | list[dict[str, str]]:
-        """Completions: the worked example, then the text ending in "Setting:"; chat: a system
-        line and the text."""
+        """Ours: completions get the worked example, then the text ending in "Setting:"; chat
+        a system line and the text. The tutorial's: its text alone, as one user message."""
+        chat = self.client.spec.endpoint == "chat"
+        if self.tutorial is not None:
+            text = self.tutorial.text(buffer, iteration)
+            return [{"role": "user", "content": text}] if chat else f"{text}\n"
         text = self.prompt_text(buffer, iteration)
-        if self.client.spec.endpoint == "chat":
+        if chat:
             return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
         return f"{EXAMPLE}{text}\nSetting:"
 
+    def reask(self, prompt: str | list[dict[str, str]], answer: str
+              ) -> str | list[dict[str, str]]:
+        """``prompt`` followed by the unusable ``answer`` and the form it must take (a new
+        prompt, so a cached answer is not served again)."""
+        names = self.aliases or self.space.names
+        joiner = ": " if self.tutorial else "="
+        note = REASK.format(form=", ".join(f"{n}{joiner}<number>" for n in names))
+        if isinstance(prompt, list):
+            return [*prompt, {"role": "assistant", "content": answer},
+                    {"role": "user", "content": note}]
+        return f"{prompt}{answer}\n{note}\n{'' if self.tutorial else 'Setting:'}"
+
     def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
-        answer = self.client.complete(self.prompt(buffer, iteration), self.constraint)
-        if answer is None:  # API error after retries, spent budget: counted by the client
-            return self.draw("no_answer")
-        values, parsed = parse_proposal(answer, self.space)
-        if values is None:
+        """Ask, re-ask up to ``reasks`` times while the answer names no setting, then play
+        a random setting (status ``unparsable``)."""
+        prompt = self.prompt(buffer, iteration)
+        for asked in range(self.reasks + 1):
+            answer = self.client.complete(prompt, self.constraint)
+            if answer is None:  # API error after retries, spent budget: counted by the client
+                return Proposal(self.draw("no_answer").params, "no_answer", reasks=asked)
+            values, parsed = parse_proposal(answer, self.space, self.aliases)
+            if values is not None:
+                params, outside = self.space.clip(values)
+                status = "clipped" if outside else "ok"
+                self.counts[status] += 1
+                return Proposal(tuple(params), status, answer, asked)
             self.client.count(parse_errors=1)
-            return Proposal(self.draw(parsed).params, parsed, answer)
-        params, outside = self.space.clip(values)
-        status = "clipped" if outside else "ok"
-        self.counts[status] += 1
-        return Proposal(tuple(params), status, answer)
+            prompt = self.reask(prompt, answer)
+        return Proposal(self.draw(parsed).params, parsed, answer, self.reasks)

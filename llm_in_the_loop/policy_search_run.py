@@ -12,15 +12,17 @@ The run directory holds:
 - ``iteration.csv``: one row per setting tried (warm-up included), at the environment steps
   played so far: ``iteration`` (0 for warm-up), ``episodes`` (training episodes so far),
   ``return`` (mean over its episodes), ``success``, ``steps``, ``warmup``, ``fallback`` (a random
-  setting replaced an answer that named none, or no answer came), ``clipped``, ``param_<name>``,
+  setting replaced an answer that named none, or no answer came), ``clipped``, ``reasks``
+  (answers that named no setting and were asked again), ``param_<name>``,
   and the proposal's LM use: ``lm_api_calls``, ``lm_prompt_tokens``, ``lm_completion_tokens``,
   ``lm_latency_s`` (seconds per call), ``lm_parse_errors``, ...;
 - ``eval.csv``: each evaluation of the best setting so far: ``episodes``, ``return`` (mean over
   ``num_eval_episodes``), ``return_std``, ``success_rate``, ``episode_length``, ``param_<name>``;
 - ``proposals.jsonl``: each proposal's status, setting and the model's answer text;
 - ``lm.csv``: the client's cumulative counters (docs/lm.md), after each proposal;
-- ``best.json``: the best setting found and its return, and the best of the settings the
-  model itself proposed (``ok`` or ``clipped``; warm-up and fallback settings are random).
+- ``best.json``: the best setting found and its return, the count of each proposal status and
+  of re-asks, and the best of the settings the model itself proposed (``ok`` or ``clipped``;
+  warm-up and fallback settings are random).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from ellm.entry import hydra_entry, write_json, write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.logger import Logger
-from ellm.schema import integer, is_int, is_num, non_negative, one_of, parse, valid
+from ellm.schema import boolean, integer, is_int, is_num, non_negative, one_of, parse, valid
 from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.policy_search import (
@@ -49,9 +51,11 @@ from llm_in_the_loop.policy_search import (
     Entry,
     LLMProposer,
     ParameterBuffer,
+    ParameterSpace,
     Proposal,
     RandomProposer,
 )
+from llm_in_the_loop.policy_search_props import TEMPLATE, TutorialPrompt, check_template
 from llm_in_the_loop.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,12 @@ class SearchOptions:
     param_range: tuple[float, float] | None = valid("null or [low, high] with low < high", _range)
     decimals: int = valid("an integer in [0, 6]", lambda v: is_int(v) and 0 <= v <= 6)
     progress_every_s: float = non_negative()
+    warmup_range: tuple[float, float] | None = valid("null or [low, high] with low < high",
+                                                     _range, None)
+    prompt_style: str = one_of("ours", "tutorial", default="ours")
+    prompt_template: str | None = valid("null or the path of a text file",
+                                        lambda v: v is None or isinstance(v, str), None)
+    reasks: int = integer(0, 4)
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class SearchEnvOptions:
     single_task: str | None = one_of(None, DEFAULT_TASK, "place crafting table")
     length: int = integer(1)
     version: int = one_of(1, 2)
+    clip_action: bool = boolean(False)
 
 
 def validate(cfg: DictConfig) -> tuple[SearchOptions, SearchEnvOptions]:
@@ -106,18 +117,45 @@ def validate(cfg: DictConfig) -> tuple[SearchOptions, SearchEnvOptions]:
         raise ConfigError(f"env_spec.single_task is for llf-crafter-v0, not {spec.name}")
     if opts.warmup_episodes + opts.iterations == 0:
         raise ConfigError("warmup_episodes=0 and iterations=0: nothing to search")
+    if spec.clip_action and spec.name != "MountainCarContinuous-v0":
+        raise ConfigError(f"env_spec.clip_action is for MountainCarContinuous-v0; the action "
+                          f"of {spec.name} is never clipped")
+    if opts.warmup_range is not None:
+        low, high = search_range(opts, spec)
+        if not low <= opts.warmup_range[0] < opts.warmup_range[1] <= high:
+            raise ConfigError(f"warmup_range {list(opts.warmup_range)} must lie within the "
+                              f"search range [{low:g}, {high:g}] (param_range)")
+    if opts.prompt_template is not None and opts.prompt_style != "tutorial":
+        raise ConfigError("prompt_template is the template of prompt_style=tutorial; set "
+                          "prompt_style=tutorial or prompt_template=null")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
 
 
+def search_range(opts: SearchOptions, spec: SearchEnvOptions) -> tuple[float, float]:
+    """The range every proposal is clipped to (the forager's is always [0, 10])."""
+    if spec.name == "llf-crafter-v0" or opts.param_range is None:
+        return DEFAULT_RANGE[spec.name]
+    return float(opts.param_range[0]), float(opts.param_range[1])
+
+
+def read_template(path: str | None) -> str:
+    """The tutorial-style template: ours, or the file at ``path`` (checked: ConfigError)."""
+    if path is None:
+        return TEMPLATE
+    try:
+        return check_template(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"prompt_template {path!r}: {err}") from None
+
+
 def make_task(opts: SearchOptions, spec: SearchEnvOptions) -> SearchTask:
-    low, high = opts.param_range or DEFAULT_RANGE[spec.name]
     if spec.name == "llf-crafter-v0":
         return CrafterForagerTask(spec.single_task or DEFAULT_TASK, spec.length, spec.version,
                                   opts.decimals)
-    return GymLinearTask(spec.name, float(low), float(high), opts.decimals,
-                         spec.max_episode_steps)
+    return GymLinearTask(spec.name, *search_range(opts, spec), opts.decimals,
+                         spec.max_episode_steps, spec.clip_action)
 
 
 class PolicySearchRun:
@@ -134,14 +172,21 @@ class PolicySearchRun:
                         "lie in [0, 10]")
         self.rng = np.random.default_rng(self.opts.seed)
         self.client = None
-        if self.opts.optimizer == "llm":
+        o, space = self.opts, self.task.space
+        warmup = None if o.warmup_range is None else ParameterSpace(
+            space.names, float(o.warmup_range[0]), float(o.warmup_range[1]), space.decimals)
+        if o.optimizer == "llm":
+            tutorial = None if o.prompt_style == "ours" else TutorialPrompt(
+                space, o.step_size, o.iterations, o.prompt_entries,
+                read_template(o.prompt_template))
             self.client = build_client(cfg.env_spec.lm_spec)
             self.proposer: RandomProposer = LLMProposer(
-                self.client, self.task.space, self.rng, task=self.task.description,
-                step=self.opts.step_size, prompt_entries=self.opts.prompt_entries,
-                iterations=self.opts.iterations)
+                self.client, space, self.rng, task=self.task.description, step=o.step_size,
+                prompt_entries=o.prompt_entries, iterations=o.iterations, warmup=warmup,
+                tutorial=tutorial, reasks=o.reasks)
         else:
-            self.proposer = RandomProposer(self.task.space, self.rng)
+            self.proposer = RandomProposer(space, self.rng, warmup)
+        self.reasks = 0
         self.buffer = ParameterBuffer(self.task.space)
         self.statuses: list[str] = []  # each buffer entry's proposal status
         self.usage = LMUsage(self.client)
@@ -185,6 +230,7 @@ class PolicySearchRun:
         write_json(self.run_dir / "best.json", {
             "params": dict(zip(self.task.space.names, best.params)), "return": best.ret,
             "status": self.statuses[best.order], "counts": dict(self.proposer.counts),
+            "reasks": self.reasks,
             "best_proposed": None if own is None else {
                 "params": dict(zip(self.task.space.names, own.params)), "return": own.ret}})
         self.logger.close()
@@ -206,12 +252,14 @@ class PolicySearchRun:
         ret = float(np.mean([r.ret for r in results]))
         self.buffer.add(proposal.params, ret)
         self.statuses.append(proposal.status)
+        self.reasks += proposal.reasks
         row = {"iteration": iteration, "episodes": self.episodes, "return": ret,
                "success": float(np.mean([r.success for r in results])),
                "steps": float(np.mean([r.steps for r in results])),
                "warmup": float(proposal.status == "warmup"),
                "fallback": float(proposal.status in FALLBACK_STATUSES),
                "clipped": float(proposal.status == "clipped"),
+               "reasks": float(proposal.reasks),
                "best_return": self.buffer.best.ret, "seconds": time.monotonic() - start,
                **{f"param_{n}": v for n, v in zip(self.task.space.names, proposal.params)},
                **lm}
@@ -261,7 +309,7 @@ class PolicySearchRun:
         best = self.buffer.best
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.proposer.counts.items()))
         tried = (f"Tried {len(self.buffer)} settings on {self.spec.name} with the "
-                 f"{self.opts.optimizer} optimizer ({counts}).")
+                 f"{self.opts.optimizer} optimizer ({counts}; {self.reasks} re-asks).")
         found = (f"Best: {self.task.space.format(best.params)}, return {best.ret:.2f}; "
                  f"evaluated on {self.opts.num_eval_episodes} episodes: "
                  f"{metrics['return']:.2f} +- {metrics['return_std']:.2f}, success rate "

@@ -2,7 +2,10 @@
 one per environment, each with the episode return the search maximises.
 
 - ``MountainCarContinuous-v0``: a linear policy without bias, ``force = w0 * position +
-  w1 * velocity`` clipped to [-1, 1] (the policy of the ProPS tutorial); gymnasium's return.
+  w1 * velocity`` (the policy of the ProPS tutorial); gymnasium's return. The force goes to
+  ``env.step`` unclipped, as in the tutorial: gymnasium clips it to [-1, 1] for the motion but
+  charges the fuel, ``0.1 * force**2`` a step, on the force it is given. ``clip_action=True``
+  clips it first (fuel at most 0.1 a step), which raises the return of strong weights.
 - ``CartPole-v1``: a linear threshold, push right when ``w0 * x + w1 * x_dot + w2 * angle +
   w3 * angle_dot + b > 0``; gymnasium's return (steps balanced, at most 500).
 - ``llf-crafter-v0`` with a single task (default ``make wood pickaxe``): the *forager*, a
@@ -73,14 +76,17 @@ class GymLinearTask:
     """A linear policy on a gymnasium control task (module docstring)."""
 
     def __init__(self, env_id: str, low: float, high: float, decimals: int,
-                 max_episode_steps: int | None = None) -> None:
+                 max_episode_steps: int | None = None, clip_action: bool = False) -> None:
         self.env_id = env_id
+        self.clip_action = clip_action
         self.env = gym.make(env_id, max_episode_steps=max_episode_steps)
         if env_id == "MountainCarContinuous-v0":
             self.game, self.game_label, names = "mountaincar", "MountainCar", ("w0", "w1")
+            fuel = ("the force clipped to [-1, 1]" if clip_action
+                    else "the force as given (the engine itself applies at most 1)")
             self.description = ("The car's engine force each step is w0 * position + w1 * "
-                                "velocity, clipped to [-1, 1]; the episode returns 100 for "
-                                "reaching the flag on the hill minus the fuel used.")
+                                "velocity; the episode returns 100 for reaching the flag on "
+                                f"the hill minus the fuel used, 0.1 * force^2 a step on {fuel}.")
         elif env_id == "CartPole-v1":
             self.game, self.game_label = "cartpole", "CartPole"
             names = ("w0", "w1", "w2", "w3", "b")
@@ -90,11 +96,15 @@ class GymLinearTask:
                                 "stays up.")
         else:
             raise ValueError(f"no linear policy for {env_id!r}")
+        if clip_action and self.game != "mountaincar":
+            raise ValueError(f"clip_action is for MountainCarContinuous-v0; {env_id}'s action "
+                             "is a discrete push, never clipped")
         self.space = ParameterSpace(names, low, high, decimals)
 
     def act(self, params: np.ndarray, obs: np.ndarray) -> Any:
         if self.game == "mountaincar":
-            return np.clip([params @ obs], -1.0, 1.0).astype(np.float32)
+            force = np.array([params @ obs])
+            return np.clip(force, -1.0, 1.0).astype(np.float32) if self.clip_action else force
         return int(params[:4] @ obs + params[4] > 0)
 
     def episode(self, params: Sequence[float], seed: int) -> EpisodeResult:

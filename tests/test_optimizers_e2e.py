@@ -28,7 +28,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
     llm = run(tmp_path, "policy_search_run", "exp_name=LLM", "iterations=8",
               "warmup_episodes=3", "eval_every=4", "num_eval_episodes=2",
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model",
-              "env_spec.lm_spec.endpoint=completions", "progress_every_s=0")
+              "env_spec.lm_spec.endpoint=completions", "progress_every_s=0", "reasks=0")
     assert llm.returncode == 0, llm.stderr[-3000:]
     assert "Plot it: python -m ellm.report" in llm.stdout
     # Progress at the pace asked (0: after every episode), warm-up and evaluations included.
@@ -151,6 +151,8 @@ def test_code_policy_runs_and_the_report(server, tmp_path):
     ("policy_search_run", ["env_spec.single_task=place crafting table"],
      "env_spec.single_task is for llf-crafter-v0"),
     ("policy_search_run", ["param_range=[3,1]"], "param_range=[3, 1] is invalid"),
+    ("policy_search_run", ["param_range=[-7,7]", "warmup_range=[-8,3]"],
+     "warmup_range [-8, 3] must lie within the search range [-7, 7]"),
 ])
 def test_a_rejected_config_leaves_no_directory(tmp_path, entry, overrides, message):
     proc = run(tmp_path, entry, "exp_name=BAD", *overrides)

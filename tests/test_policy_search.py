@@ -4,22 +4,30 @@ failing requests) and the parameterised policies."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import csv_rows
+from omegaconf import OmegaConf
 from openai_test_server import OpenAITestServer, Reply
 
+from ellm.errors import ConfigError
 from ellm.lm import build_client
+from ellm.lm.pricing import resolve_price
 from llm_in_the_loop.policy_search import (
     EXAMPLE,
+    REASK,
     LLMProposer,
     ParameterBuffer,
     ParameterSpace,
     RandomProposer,
     parse_proposal,
 )
+from llm_in_the_loop.policy_search_props import TutorialPrompt, check_template
+from llm_in_the_loop.policy_search_run import PolicySearchRun, validate
 from llm_in_the_loop.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
 
 SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
@@ -27,12 +35,14 @@ SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
 pytestmark = pytest.mark.usefixtures("no_real_keys")
 
 
-def proposer(server: OpenAITestServer, tmp_path: Path, **kw: Any) -> LLMProposer:
+def proposer(server: OpenAITestServer, tmp_path: Path, tutorial: TutorialPrompt | None = None,
+             reasks: int = 0, **kw: Any) -> LLMProposer:
     spec = {"lm": "test-model", "base_url": server.base_url, "timeout": 2.0, "max_retries": 1,
             "backoff": 0.0, "max_backoff": 0.01, "temperature": 1.0, "max_tokens": 60, **kw}
     client = build_client(spec, cache_dir=tmp_path / "cache", sleep=lambda s: None)
     return LLMProposer(client, SPACE, np.random.default_rng(0), task="Drive the car.",
-                       step=1.0, prompt_entries=4, iterations=10)
+                       step=1.0, prompt_entries=4, iterations=10, tutorial=tutorial,
+                       reasks=reasks)
 
 
 # ---- the space and the buffer ---------------------------------------------------------------
@@ -229,3 +239,170 @@ def test_every_config_key_is_documented_where_it_is_defined(name):
     keys = [line for line in body if line.strip() and not line.lstrip().startswith("#")]
     assert keys and all(" # " in line or line.endswith(":") for line in keys), [
         line for line in keys if " # " not in line and not line.endswith(":")]
+
+
+# ---- ProPS as its tutorial runs it ----------------------------------------------------------
+def test_mountaincar_pays_fuel_on_the_unclipped_force_as_the_tutorial():
+    # The tutorial's weights and return for the world of seed 0: gymnasium moves the car with
+    # the force clipped to [-1, 1] but charges fuel on the force given.
+    car = GymLinearTask("MountainCarContinuous-v0", -7, 7, 2)
+    assert car.episode([-4.27, 5.38], seed=0).ret == pytest.approx(-275.78, abs=0.005)
+    clipped = GymLinearTask("MountainCarContinuous-v0", -7, 7, 2, clip_action=True)
+    assert clipped.episode([-4.27, 5.38], seed=0).ret == pytest.approx(-74.15, abs=0.005)
+    # The tutorial plays 1000 steps, gymnasium 999: one more step of fuel on a failed episode.
+    long = GymLinearTask("MountainCarContinuous-v0", -7, 7, 2, max_episode_steps=1000)
+    assert car.episode([-4.27, 5.38], seed=4).ret == pytest.approx(-198.01, abs=0.005)
+    assert long.episode([-4.27, 5.38], seed=4).ret == pytest.approx(-198.27, abs=0.005)
+    with pytest.raises(ValueError, match="clip_action is for MountainCarContinuous-v0"):
+        GymLinearTask("CartPole-v1", -6, 6, 2, clip_action=True)
+
+
+@pytest.mark.parametrize(("answer", "aliases", "values"), [
+    ("a: -4.27, b: 5.38\nThe best so far lies near there.", ("a", "b"), [-4.27, 5.38]),
+    ("a: -4.27; b: 5.38; f(a,b): -275.78", ("a", "b"), [-4.27, 5.38]),  # a history line
+    ("params[0]: -4.27, params[1]: 5.38", (), [-4.27, 5.38]),
+    ("params[0]: -4.27; params[1]: 5.38; f(params): -275.78", (), [-4.27, 5.38]),
+    ("b: 2, a: 1", ("a", "b"), [1.0, 2.0]),
+])
+def test_parse_the_tutorials_formats(answer, aliases, values):
+    assert parse_proposal(answer, SPACE, aliases) == (pytest.approx(values), "ok")
+
+
+def test_the_tutorials_prompt_and_a_template_of_ones_own(tmp_path):
+    buffer = ParameterBuffer(SPACE)
+    buffer.add([-4.27, 5.38], -275.78)
+    buffer.add([0.5, 3.0], 12.5)
+    buffer.add([1.0, 2.0], 3.0)
+    ours = TutorialPrompt(SPACE, step=1.0, iterations=400, entries=2)
+    text = ours.text(buffer, 1)
+    # The two most recent settings, in the order tried, as the tutorial's history lines.
+    assert "a: 0.5; b: 3; f(a,b): 12.50\na: 1; b: 2; f(a,b): 3.00\n" in text
+    assert "-275.78" not in text
+    assert "This is iteration 0." in text and "'a: , b:'" in text
+    assert "steps of about 1" in text and "between -6 and 6" in text
+    own = TutorialPrompt(SPACE, 1.0, 400, 10, "Max {{step_number}} of {{ iterations }}, "
+                         "step {{ search_std }}:\n{{ episode_reward_buffer_string }}")
+    assert own.text(buffer, 3) == ("Max 2 of 400, step 1:\na: -4.27; b: 5.38; f(a,b): -275.78\n"
+                                   "a: 0.5; b: 3; f(a,b): 12.50\na: 1; b: 2; f(a,b): 3.00\n")
+    with pytest.raises(ValueError, match=r"unknown placeholder\(s\) \['budget'\]"):
+        check_template("{{ budget }} {{ episode_reward_buffer_string }}")
+    with pytest.raises(ValueError, match="would not show the settings tried"):
+        check_template("iteration {{ step_number }}")
+
+
+def test_unparsable_answers_are_asked_again_then_fall_back(server, tmp_path):
+    server.push(Reply("I would go higher."), Reply("a: -4.3, b: 5.4\nNear the best."),
+                Reply("no"), Reply("still no"), Reply("never"))
+    p = proposer(server, tmp_path, tutorial=TutorialPrompt(SPACE, 1.0, 10, 40), reasks=2)
+    buffer = ParameterBuffer(SPACE)
+    buffer.add([1.0, 1.0], -20.0)
+    first = p.propose(buffer, 1)
+    assert (first.params, first.status, first.reasks) == ((-4.3, 5.4), "ok", 1)
+    # The tutorial's prompt is one user message; the re-ask shows the answer and the form.
+    messages = server.requests[1].body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert "a: 1; b: 1; f(a,b): -20.00" in messages[0]["content"]
+    assert messages[1]["content"] == "I would go higher."
+    assert messages[2]["content"] == REASK.format(form="a: <number>, b: <number>")
+    # Two re-asks, three unusable answers: a random setting, counted.
+    last = p.propose(buffer, 2)
+    assert (last.status, last.reasks, last.answer) == ("unparsable", 2, "never")
+    assert all(-6 <= v <= 6 for v in last.params)
+    assert p.counts == {"ok": 1, "unparsable": 1}
+    m = p.client.metrics()
+    assert (m["api_calls"], m["parse_errors"]) == (5, 4)
+
+
+def test_warmup_draws_from_its_own_range():
+    wide = ParameterSpace(("w0", "w1"), -7.0, 7.0, decimals=1)
+    narrow = ParameterSpace(("w0", "w1"), -3.0, 3.0, decimals=1)
+    p = RandomProposer(wide, np.random.default_rng(0), warmup=narrow)
+    warm = np.array([p.draw("warmup").params for _ in range(200)])
+    search = np.array([p.draw("random").params for _ in range(200)])
+    assert np.abs(warm).max() <= 3 and np.abs(search).max() > 3
+
+
+def search_config(tmp_path: Path, *overrides: str) -> Any:
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "llm_in_the_loop" /
+                         "policy_search.yaml")
+    cfg.pop("hydra")
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
+        f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))
+
+
+def test_a_run_as_the_tutorial_counts_its_reasks(server, tmp_path):
+    server.push(Reply("no idea"), Reply("a: 6.5, b: 5.38"), Reply("a: -1, b: 2\nwhy"))
+    cfg = search_config(
+        tmp_path, "iterations=2", "warmup_episodes=3", "num_eval_episodes=1", "eval_every=0",
+        "param_range=[-7,7]", "warmup_range=[-3,3]", "prompt_style=tutorial", "reasks=1",
+        "env_spec.max_episode_steps=20", "env_spec.lm_spec.lm=test-model",
+        f"env_spec.lm_spec.base_url={server.base_url}")
+    run = PolicySearchRun(cfg, tmp_path / "run")
+    run.run()
+    rows = csv_rows(tmp_path / "run" / "iteration.csv")
+    assert [float(r["reasks"]) for r in rows] == [0, 0, 0, 1, 0]
+    assert all(abs(float(r[f"param_{n}"])) <= 3 for r in rows[:3] for n in ("w0", "w1"))
+    assert [(float(r["param_w0"]), float(r["param_w1"])) for r in rows[3:]] == [
+        (6.5, 5.38), (-1.0, 2.0)]
+    best = json.loads((tmp_path / "run" / "best.json").read_text())
+    assert best["reasks"] == 1 and best["counts"] == {"warmup": 3, "ok": 2}
+    assert "a: 6.5; b: 5.38; f(a,b): " in server.requests[-1].body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["param_range=[-7,7]", "warmup_range=[-3,8]"],
+     r"warmup_range \[-3, 8\] must lie within the search range \[-7, 7\]"),
+    (["warmup_range=[3,-3]"], "warmup_range=.* is invalid"),
+    (["prompt_template=x.txt"], "prompt_template is the template of prompt_style=tutorial"),
+    (["env_spec.name=CartPole-v1", "env_spec.clip_action=true"],
+     "env_spec.clip_action is for MountainCarContinuous-v0"),
+    (["reasks=-1"], "reasks=-1 is invalid"),
+    (["prompt_style=props"], "prompt_style='props' is invalid: expected one of ours, tutorial"),
+])
+def test_search_options_are_checked_by_name(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(search_config(tmp_path, *overrides))
+
+
+def test_an_unusable_template_file_is_refused_by_name(tmp_path):
+    template = tmp_path / "t.txt"
+    template.write_text("Iteration {{ step_number }} of {{ horizon }}")
+    cfg = search_config(tmp_path, "prompt_style=tutorial", f"prompt_template={template}")
+    with pytest.raises(ConfigError, match=r"prompt_template .*t.txt.*unknown placeholder"):
+        PolicySearchRun(cfg, tmp_path / "run")
+
+
+# ---- the tutorial's models ------------------------------------------------------------------
+def test_the_tutorials_models_have_prices_and_unknown_ones_do_not():
+    assert resolve_price("o3-mini", None) == (1.10, 4.40)
+    assert resolve_price("o3-mini-2025-01-31", None) == (1.10, 4.40)
+    assert resolve_price("o1-preview", None) == (15.0, 60.0)
+    with pytest.raises(ValueError, match="no price known for model 'o9-ultra'"):
+        resolve_price("o9-ultra", None)
+    assert resolve_price("o9-ultra", None, (2.0, 8.0)) == (2.0, 8.0)
+
+
+def reasoning_client(server: OpenAITestServer, tmp_path: Path, model: str, **kw: Any) -> Any:
+    server.models = [model]
+    spec = {"lm": model, "base_url": server.base_url, "max_tokens": 2000, "stop": "\n\n",
+            "temperature": 1.0, **kw}
+    return build_client(spec, cache_dir=tmp_path / "cache", sleep=lambda s: None)
+
+
+def test_reasoning_models_get_the_fields_they_take(server, tmp_path):
+    server.default = Reply("a: 1, b: 2")
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go."}]
+    assert reasoning_client(server, tmp_path, "o3-mini").complete(messages) == "a: 1, b: 2"
+    body = server.requests[-1].body
+    assert body["max_completion_tokens"] == 2000
+    assert not {"max_tokens", "temperature", "stop"} & set(body)
+    assert body["messages"][0]["role"] == "system"
+    reasoning_client(server, tmp_path, "o1-preview").complete(messages)
+    # o1-preview refuses a system message: it is sent as a user message.
+    assert [m["role"] for m in server.requests[-1].body["messages"]] == ["user", "user"]
+    reasoning_client(server, tmp_path, "gpt-4o-mini").complete(messages)
+    body = server.requests[-1].body
+    assert (body["max_tokens"], body["temperature"], body["stop"]) == (2000, 1.0, ["\n\n"])
+    assert "max_completion_tokens" not in body
+    with pytest.raises(ValueError, match="samples at temperature 1 only"):
+        reasoning_client(server, tmp_path, "o3-mini", temperature=0.0)

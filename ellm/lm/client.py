@@ -36,7 +36,13 @@ from ellm.lm.cache import (
 )
 from ellm.lm.config import LMSpec, api_url
 from ellm.lm.constraints import YES_NO, Constraint, yes_no_word
-from ellm.lm.dialects import names_constraint, request_fields
+from ellm.lm.dialects import (
+    chat_messages,
+    is_reasoning_model,
+    names_constraint,
+    request_fields,
+    sampling_fields,
+)
 from ellm.lm.pricing import cost, is_loopback_endpoint, is_openai_endpoint, resolve_price
 from ellm.lm.setup import (
     adopt_served_model,
@@ -127,6 +133,11 @@ class LMClient:
             log_once(logging.INFO, "constrained answers (env_spec.lm_spec.constrained=%s) at "
                      "%s: %s", spec.constrained, spec.base_url or "OpenAI",
                      self.constraining.describe())
+        if (not self.offline and spec.endpoint == "chat" and is_reasoning_model(self.spec.lm)
+                and spec.temperature != 1.0):
+            # Such a model samples at temperature 1 only: running at another would be a lie.
+            raise ValueError(f"model {self.spec.lm!r} samples at temperature 1 only; set "
+                             f"env_spec.lm_spec.temperature=1 (it is {spec.temperature:g})")
         self.price = (0.0, 0.0) if self.offline else resolve_price(
             self.spec.lm, spec.base_url, spec.price)
         if (not self.offline and spec.price is None and self.price == (0.0, 0.0)
@@ -388,18 +399,18 @@ class LMClient:
         """The body of a successful (2xx) answer, unread: :func:`read_answer` checks it."""
         if self._openai is None:
             raise RuntimeError("LMClient: API request attempted in offline mode")
-        kwargs: dict[str, Any] = {"model": self.spec.lm, "max_tokens": params["max_tokens"],
-                                  "temperature": params["temperature"]}
-        if params.get("stop"):
-            kwargs["stop"] = params["stop"]
+        chat = self.spec.endpoint == "chat"
+        kwargs: dict[str, Any] = {"model": self.spec.lm, **sampling_fields(
+            self.spec.lm, chat, params["max_tokens"], params["temperature"], params.get("stop"))}
         if "constraint" in params:
             kwargs.update(request_fields(params["constraint"], self.constraining.dialect or
                                          "openai", self.constraining.version))
             self.count(constrained_requests=1)
-        if self.spec.endpoint == "chat":
+        if chat:
             if "logprobs" in params:
                 kwargs.update(logprobs=True, top_logprobs=params["logprobs"])
-            api, kwargs["messages"] = self._openai.chat.completions, sendable(prompt)
+            api = self._openai.chat.completions
+            kwargs["messages"] = chat_messages(self.spec.lm, sendable(prompt))
         else:
             if "logprobs" in params:
                 kwargs["logprobs"] = params["logprobs"]

@@ -35,6 +35,12 @@ OWNERS: Final = {"vllm": "vllm", "llamacpp": "llama.cpp", "me": "llama.cpp"}
 OPENAI_STRUCTURED: Final = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
 OPENAI_UNSTRUCTURED: Final = ("gpt-4o-2024-05-13", "o1-mini", "o1-preview", "gpt-4o-audio",
                               "gpt-4o-realtime", "gpt-4o-search")
+# OpenAI's reasoning models: their chat requests take ``max_completion_tokens`` (reasoning tokens
+# included) and refuse ``max_tokens``, ``stop`` and any ``temperature`` but the default 1.
+REASONING_MODELS: Final = ("o1", "o3", "o4", "gpt-5")
+NOT_REASONING: Final = ("gpt-5-chat",)
+# The first of them, which refuse a system message too.
+NO_SYSTEM_ROLE: Final = ("o1-preview", "o1-mini")
 VLLM_STRUCTURED_OUTPUTS: Final = (0, 10, 2)  # the first vLLM with ``structured_outputs``
 # Words by which a refusal names the field it refused (any dialect).
 _FIELDS: Final = re.compile(r"response_format|json_schema|schema|grammar|structured_outputs|"
@@ -45,6 +51,33 @@ def openai_model_is_structured(model: str) -> bool:
     if model.startswith(OPENAI_UNSTRUCTURED):
         return False
     return any(model == p or model.startswith(f"{p}-") for p in OPENAI_STRUCTURED)
+
+
+def is_reasoning_model(model: str) -> bool:
+    """True for a model of :data:`REASONING_MODELS` (a name or a dated or sized variant)."""
+    if model.startswith(NOT_REASONING):
+        return False
+    return any(model == p or model.startswith(f"{p}-") for p in REASONING_MODELS)
+
+
+def sampling_fields(model: str, chat: bool, max_tokens: int, temperature: float,
+                    stop: Any) -> dict[str, Any]:
+    """The sampling keyword arguments of a request to ``model``: a reasoning model's chat
+    request gets ``max_completion_tokens`` alone (see :data:`REASONING_MODELS`)."""
+    if chat and is_reasoning_model(model):
+        return {"max_completion_tokens": max_tokens}
+    fields: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
+    if stop:
+        fields["stop"] = stop
+    return fields
+
+
+def chat_messages(model: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` as ``model`` takes them: a system message becomes a user message for the
+    models of :data:`NO_SYSTEM_ROLE`."""
+    if not model.startswith(NO_SYSTEM_ROLE):
+        return messages
+    return [{**m, "role": "user"} if m.get("role") == "system" else m for m in messages]
 
 
 def auto_dialect(base_url: str | None, endpoint: str, model: str,

@@ -20,6 +20,8 @@ PRICES_PER_MTOK: Final[dict[str, tuple[float, float]]] = {
     "gpt-5-nano": (0.05, 0.40),
     "gpt-5-mini": (0.25, 2.00),
     "gpt-5": (1.25, 10.00),
+    "o3-mini": (1.10, 4.40),
+    "o1-preview": (15.00, 60.00),
     "gpt-3.5-turbo-instruct": (1.50, 2.00),
     "gpt-3.5-turbo": (0.50, 1.50),
     "davinci-002": (2.00, 2.00),
