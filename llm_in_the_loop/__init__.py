@@ -14,3 +14,11 @@ with feedback (:mod:`llm_in_the_loop.metaworld_feedback`) and the optimisers' LM
 (:mod:`llm_in_the_loop.optim_log`). Each entry point's config sits beside it (``llf.yaml``, ...).
 The exploration baselines that plug into the training loop are in :mod:`baselines`.
 """
+
+import gymnasium as _gym
+
+if "llf-metaworld-pick-place-v2" not in _gym.registry:
+    # Text fields and None feedback are the LLF contract, not gymnasium's checks'.
+    _gym.register(id="llf-metaworld-pick-place-v2",
+                  entry_point="llm_in_the_loop.metaworld_llf:make", disable_env_checker=True,
+                  order_enforce=False)

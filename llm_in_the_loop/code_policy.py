@@ -9,12 +9,16 @@ a few steps with what the environment or the expert said) and, when the code fai
 through :class:`~llm_in_the_loop.opto_llm.ClientLLM` (the project's LM client), and replaces the
 code with the model's suggestion. An answer with no usable suggestion keeps the code (counted).
 
-Targets (:class:`CodeTarget`): :class:`MetaWorldTarget` (pick-place, expert feedback) and
-:class:`CrafterTarget` (``llf-crafter-v0`` with its own feedback).
+Targets (:class:`CodeTarget`): :class:`MetaWorldTarget` (pick-place, expert feedback),
+:class:`LLFMetaWorldTarget` (``llf-metaworld-pick-place-v2``, the Trace notebook's env) and
+:class:`CrafterTarget` (``llf-crafter-v0`` with its own feedback). With one OptoPrime step per
+env step (``optimize_every=step``, as the notebook does), the traced operation plays one step
+and the feedback is :func:`step_feedback`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import warnings
@@ -25,6 +29,7 @@ from typing import Any, Final, Protocol
 import gymnasium as gym
 import numpy as np
 
+import llm_in_the_loop  # noqa: F401 - registers llf-metaworld-pick-place-v2
 import text_crafter
 from llm_in_the_loop.metaworld_feedback import PickPlace
 from llm_in_the_loop.sandbox import Sandbox
@@ -61,6 +66,19 @@ class StepRecord:
     observation: Any
     action: Any
     feedback: str | None
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of a target: the step played (None when the action was refused: ``error``),
+    its reward, the next observation, and whether the episode is over and the task done."""
+
+    record: StepRecord | None
+    obs: Any = None
+    reward: float = 0.0
+    done: bool = False
+    success: bool = False
+    error: str | None = None
 
 
 @dataclass
@@ -105,15 +123,33 @@ def feedback_text(rollout: Rollout, shown: int) -> str:
     return "\n".join(lines)
 
 
+def step_feedback(obs: Any, move: Move) -> str:
+    """The feedback on one step, in the notebook's words; or the code's error."""
+    if move.record is None:
+        return f"Your code failed, so no action was taken: {move.error}"
+    text = (f"Taking action {_short(move.record.action)} at observation {_short(obs)} resulted "
+            f"in next observation {_short(move.obs)}.")
+    if move.record.feedback:
+        text += f" Received feedback: {move.record.feedback}"
+    return text + (" The task is done." if move.success else "")
+
+
 class CodeTarget(Protocol):
     """An environment whose policy is code: what the code is called and starts as, how a
-    rollout goes, and the scripted and random references."""
+    step goes, and the scripted and random references."""
 
     game: str
     game_label: str
     entry: str           # the function the code defines
     initial_code: str
     objective: str       # the task in words, for OptoPrime's instruction
+    length: int          # the most steps of an episode
+
+    def reset(self, seed: int) -> Any:
+        """A new episode; the observation the code reads."""
+
+    def step(self, obs: Any, action: Any) -> Move:
+        """Play the code's answer to ``obs`` (an error Move when it is not an action)."""
 
     def rollout(self, policy: Policy, seed: int) -> Rollout: ...
 
@@ -124,14 +160,42 @@ class CodeTarget(Protocol):
     def close(self) -> None: ...
 
 
-class MetaWorldTarget:
+class SteppedTarget:
+    """A target's rollout, written once from its ``reset`` and ``step``."""
+
+    def reset(self, seed: int) -> Any:
+        raise NotImplementedError
+
+    def step(self, obs: Any, action: Any) -> Move:
+        raise NotImplementedError
+
+    def rollout(self, policy: Policy, seed: int) -> Rollout:
+        """One episode of ``policy``; the code's first error ends it."""
+        out = Rollout()
+        obs = self.reset(seed)
+        while True:
+            action, error = policy(obs)
+            move = Move(None, error=error) if error is not None else self.step(obs, action)
+            if move.record is None:
+                out.error = move.error
+                return out
+            out.steps.append(move.record)
+            out.ret += move.reward
+            out.success = out.success or move.success
+            obs = move.obs
+            if move.done:
+                return out
+
+
+class MetaWorldTarget(SteppedTarget):
     """Meta-World pick-place with expert feedback (:mod:`llm_in_the_loop.metaworld_feedback`)."""
 
     game, game_label, entry = "metaworld", "Meta-World", "controller"
     initial_code = METAWORLD_CODE
 
     def __init__(self, horizon: int, substeps: int, seed: int) -> None:
-        self.horizon = horizon
+        self.horizon = self.length = horizon
+        self._steps = 0
         self.env = PickPlace(substeps=substeps, seed=seed)
         self.objective = (
             "Change the code of controller so that the robot arm grasps the puck and places it "
@@ -139,24 +203,18 @@ class MetaWorldTarget:
             "your controller and, at some steps, where the scripted expert would have sent "
             "the hand; each action moves the hand toward [x, y, z] for a short while.")
 
-    def rollout(self, policy: Policy, seed: int) -> Rollout:
-        out = Rollout()
-        obs = self.env.reset(seed)
-        for _ in range(self.horizon):
-            action, error = policy(obs)
-            if error is None:
-                action, error = _target(action)
-            if error is not None:
-                out.error = error
-                break
-            step = self.env.step(action)
-            out.steps.append(StepRecord(obs, action, step.feedback))
-            out.ret += step.reward
-            obs = step.obs
-            if step.success:
-                out.success = True
-                break
-        return out
+    def reset(self, seed: int) -> Any:
+        self._steps = 0
+        return self.env.reset(seed)
+
+    def step(self, obs: Any, action: Any) -> Move:
+        values, error = _target(action)
+        if values is None:
+            return Move(None, error=error)
+        step = self.env.step(values)
+        self._steps += 1
+        return Move(StepRecord(obs, values, step.feedback), step.obs, step.reward,
+                    step.success or self._steps >= self.horizon, step.success)
 
     def expert(self) -> Policy:
         return lambda obs: (self.env.expert_action(), None)
@@ -166,6 +224,47 @@ class MetaWorldTarget:
             return [float(rng.uniform(-0.3, 0.3)), float(rng.uniform(0.4, 0.9)),
                     float(rng.uniform(0.02, 0.3)), float(rng.uniform(-1, 1))], None
         return act
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class LLFMetaWorldTarget(SteppedTarget):
+    """``llf-metaworld-pick-place-v2`` (:mod:`llm_in_the_loop.metaworld_llf`), the notebook's
+    env; ``controller`` reads its observation decoded from JSON and the feedback comes from
+    the env."""
+
+    game, game_label, entry = "metaworld", "Meta-World", "controller"
+    initial_code = METAWORLD_CODE
+
+    def __init__(self, horizon: int, feedback_type: str) -> None:
+        from llm_in_the_loop.metaworld_llf import ENV_ID
+
+        self.length = horizon
+        self.env = gym.make(ENV_ID, feedback_type=feedback_type, length=horizon)
+        self.objective = (
+            "Change the code of controller so that the robot arm grasps the puck and places it "
+            f"at the goal position within {horizon} actions. The feedback reports what your "
+            "controller did and what the environment said about it; each action moves the "
+            "hand toward [x, y, z] with a proportional controller.")
+
+    def reset(self, seed: int) -> Any:
+        obs, _ = self.env.reset(seed=seed)
+        return json.loads(obs["observation"])
+
+    def step(self, obs: Any, action: Any) -> Move:
+        values, error = _target(action)
+        if values is None:
+            return Move(None, error=error)
+        new, reward, terminated, truncated, info = self.env.step(values)
+        return Move(StepRecord(obs, values, new["feedback"]), json.loads(new["observation"]),
+                    float(reward), terminated or truncated or info["success"], info["success"])
+
+    def expert(self) -> Policy:
+        return lambda obs: (self.env.unwrapped.expert_action.tolist(), None)
+
+    def random(self, rng: np.random.Generator) -> Policy:
+        return lambda obs: (rng.uniform(-1.0, 1.0, 4).tolist(), None)
 
     def close(self) -> None:
         self.env.close()
@@ -183,7 +282,7 @@ def _target(action: Any) -> tuple[list[float] | None, str | None]:
     return values, None
 
 
-class CrafterTarget:
+class CrafterTarget(SteppedTarget):
     """``llf-crafter-v0`` with one task; the code reads the observation and the feedback."""
 
     game, game_label, entry = "crafter", "", "act"
@@ -194,7 +293,7 @@ class CrafterTarget:
             warnings.simplefilter("ignore")
             self.env = gym.make(text_crafter.LLF_ENV_ID, task=task, length=length,
                                 version=version, feedback_type=feedback_type)
-        self.task = task
+        self.task, self.length = task, length
         self.objective = (
             f'Change the code of act so that the player completes the task "{task}" in the '
             f"Crafter text game within {length} steps. The feedback reports rollouts of your "
@@ -203,25 +302,19 @@ class CrafterTarget:
             "\"place crafting table\", \"make wood pickaxe\", \"drink water\", \"attack cow\", "
             "\"mine stone\", \"sleep\".")
 
-    def rollout(self, policy: Policy, seed: int) -> Rollout:
-        out = Rollout()
+    def reset(self, seed: int) -> Any:
         obs, _ = self.env.reset(seed=seed)
-        feedback = None
-        while True:
-            seen = {"observation": obs["observation"], "feedback": feedback}
-            action, error = policy(seen)
-            if error is None and not isinstance(action, str):
-                error = f"act returned {_short(action)}, but it must return an action name"
-            if error is not None:
-                out.error = error
-                return out
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            feedback = obs["feedback"]
-            out.steps.append(StepRecord(seen["observation"], action, feedback))
-            out.ret += float(reward)
-            if terminated or truncated:
-                out.success = bool(info["success"])
-                return out
+        return {"observation": obs["observation"], "feedback": None}
+
+    def step(self, obs: Any, action: Any) -> Move:
+        if not isinstance(action, str):
+            return Move(None, error=f"act returned {_short(action)}, but it must return an "
+                                    "action name")
+        new, reward, terminated, truncated, info = self.env.step(action)
+        done = terminated or truncated
+        return Move(StepRecord(obs["observation"], action, new["feedback"]),
+                    {"observation": new["observation"], "feedback": new["feedback"]},
+                    float(reward), done, done and bool(info["success"]))
 
     def expert(self) -> Policy | None:
         return None  # python -m llm_in_the_loop.llf_run policy=scripted plays the feedback-following reference

@@ -1,7 +1,8 @@
 """A code-as-policy run (``python -m llm_in_the_loop.code_policy_run [key=value ...]``, config
 ``code_policy.yaml`` beside this module, every key documented there): each iteration plays one
 rollout of the current policy code and, with ``optimizer=llm``, takes one OptoPrime step from its
-feedback (:mod:`llm_in_the_loop.code_policy`, :mod:`llm_in_the_loop.opto_llm`).
+feedback, or one after each env step with ``optimize_every=step``
+(:mod:`llm_in_the_loop.code_policy`, :mod:`llm_in_the_loop.opto_llm`).
 ``optimizer=random`` plays random actions and ``optimizer=expert`` Meta-World's scripted expert,
 as references, without a model or code. The current policy is evaluated every ``eval_every``
 iterations and at the end.
@@ -9,13 +10,15 @@ iterations and at the end.
 The run directory holds ``config.json`` (``method`` ``code-policy-llm`` / ``-random`` /
 ``-expert``, ``method_label``, ``game``, ``uses_lm``, ``num_train_episodes``);
 ``iteration.csv``, one row per rollout: ``iteration``, ``episodes``, ``return``, ``success``,
-``steps``, ``code_error`` (the code failed or timed out: the rollout stopped there),
-``updated`` / ``kept`` / ``unparsable`` / ``no_answer`` (what became of the OptoPrime step),
+``steps``, ``code_error`` (times the code failed or timed out: per rollout, the rollout stopped
+there; per step, that OptoPrime step played no env step), ``optimizer_steps`` (OptoPrime
+steps of the iteration) and ``updated`` / ``kept`` / ``unparsable`` / ``no_answer`` (how many
+of them ended so),
 ``code_chars`` and the step's LM use (``lm_api_calls``, ``lm_prompt_tokens``,
 ``lm_completion_tokens``, ``lm_latency_s``, ...); ``eval.csv`` (``episodes``, ``return``,
 ``return_std``, ``success_rate``, ``episode_length``, ``code_errors``); ``lm.csv`` (the client's
-cumulative counters); ``codes.jsonl`` (per iteration: the code played, the rollout's summary,
-the feedback, the step's status and the model's answer); ``policy.py`` (the final code).
+cumulative counters); ``codes.jsonl`` (per OptoPrime step: the iteration, the step's number,
+the code played, the summary, the feedback, the step's status and the model's answer); ``policy.py`` (the final code).
 """
 
 from __future__ import annotations
@@ -42,11 +45,14 @@ from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.code_policy import (
     CodeTarget,
     CrafterTarget,
+    LLFMetaWorldTarget,
     MetaWorldTarget,
+    Move,
     Policy,
     Rollout,
     feedback_text,
     sandboxed,
+    step_feedback,
 )
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.sandbox import ISOLATIONS, Sandbox
@@ -55,8 +61,8 @@ from text_crafter.tasks import SINGLE_TASKS
 from text_game.llf import FEEDBACK_TYPES
 
 log = logging.getLogger(__name__)
-METAWORLD = "metaworld-pick-place-v3"
-ENVS = (METAWORLD, "llf-crafter-v0")
+METAWORLD, LLF_METAWORLD = "metaworld-pick-place-v3", "llf-metaworld-pick-place-v2"
+ENVS = (METAWORLD, LLF_METAWORLD, "llf-crafter-v0")
 SEED_STRIDE, EVAL_OFFSET = 1_000_000, 500_000  # as in policy search
 STATUSES = ("updated", "kept", "unparsable", "no_answer")
 
@@ -66,6 +72,7 @@ class CodeOptions:
     """Top-level keys of ``code_policy.yaml`` (documented there)."""
 
     optimizer: str = one_of("llm", "random", "expert")
+    optimize_every: str = one_of("rollout", "step")
     seed: int = integer(0)
     iterations: int = integer(1)
     eval_every: int = integer(0)
@@ -98,9 +105,16 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
     if spec.name == METAWORLD and spec.horizon * spec.substeps > 500:
         raise ConfigError(f"env_spec.horizon * env_spec.substeps = {spec.horizon * spec.substeps}"
                           " is more than Meta-World's 500 simulator steps per episode")
-    if opts.optimizer == "expert" and spec.name != METAWORLD:
-        raise ConfigError(f"optimizer=expert is for {METAWORLD}; on llf-crafter-v0 the "
-                          "feedback-following reference is `python -m llm_in_the_loop.llf_run policy=scripted`")
+    if opts.optimizer == "expert" and spec.name not in (METAWORLD, LLF_METAWORLD):
+        raise ConfigError(f"optimizer=expert is for {METAWORLD} and {LLF_METAWORLD}; on "
+                          "llf-crafter-v0 the feedback-following reference is `python -m "
+                          "llm_in_the_loop.llf_run policy=scripted`")
+    if opts.optimize_every == "step" and opts.optimizer != "llm":
+        raise ConfigError(f"optimize_every=step takes an OptoPrime step per env step, so it "
+                          f"needs optimizer=llm (optimizer={opts.optimizer} optimises nothing)")
+    if spec.name == LLF_METAWORLD and spec.feedback_type == "fn":
+        raise ConfigError(f"env_spec.feedback_type=fn: {LLF_METAWORLD} gives r, hp, hn, fp "
+                          "(and a, m, n), as LLF-Bench's Meta-World does")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
         if opts.sandbox == "os" and (problem := sandbox_problem()) is not None:
@@ -113,6 +127,8 @@ def validate(cfg: DictConfig) -> tuple[CodeOptions, CodeEnvOptions]:
 def make_target(opts: CodeOptions, spec: CodeEnvOptions) -> CodeTarget:
     if spec.name == METAWORLD:
         return MetaWorldTarget(spec.horizon, spec.substeps, opts.seed)
+    if spec.name == LLF_METAWORLD:
+        return LLFMetaWorldTarget(spec.horizon, spec.feedback_type)
     return CrafterTarget(spec.single_task, spec.length, spec.version, spec.feedback_type)
 
 
@@ -130,6 +146,9 @@ class CodePolicyRun:
                                 self.opts.sandbox) if self.opts.optimizer == "llm" else None)
         self.client = self.learner = None
         self.last: Rollout | None = None
+        self.obs: Any = None            # optimize_every=step: the observation the code answers
+        self.move: Move | None = None   # ... and what its answer did
+        self.optimizer_steps = 0
         if self.opts.optimizer == "llm":
             try:
                 from llm_in_the_loop.opto_llm import CodeOptimizer
@@ -138,9 +157,11 @@ class CodePolicyRun:
                                   f"'.[optim]' && pip install --no-deps "
                                   f"'trace-opt>=0.1.3.8,<0.2' ({err})") from None
             self.client = build_client(cfg.env_spec.lm_spec)
+            by_step = self.opts.optimize_every == "step"
             self.learner = CodeOptimizer(self.client, self.target.initial_code,
                                          self.target.entry, self.target.objective,
-                                         self._play_code, self.opts.memory_size)
+                                         self._step_code if by_step else self._play_code,
+                                         self.opts.memory_size, self.opts.optimize_every)
         self.usage = LMUsage(self.client)
         self.counts: Counter[str] = Counter()
         write_record(self.run_dir, self.record())
@@ -150,7 +171,7 @@ class CodePolicyRun:
 
     def record(self) -> dict[str, Any]:
         config = run_config(self.cfg, self.client)
-        if self.spec.name == METAWORLD:
+        if self.spec.name != "llf-crafter-v0":
             config["env_spec"]["single_task"] = None  # not a Crafter run
         label = {"random": "Random actions (code-policy reference)",
                  "expert": "Scripted expert (code-policy reference)"}.get(
@@ -204,34 +225,85 @@ class CodePolicyRun:
         self.target.close()
         return metrics
 
+    def _step_code(self, code: str) -> str:
+        """optimize_every=step: the traced operation's body: ``code`` answers the current
+        observation and the env plays the answer; what that did."""
+        policy, error = self._policy(code)
+        action, error = (None, error) if error is not None else policy(self.obs)
+        self.move = (Move(None, error=error) if error is not None
+                     else self.target.step(self.obs, action))
+        if self.move.record is None:
+            return f"the code failed: {self.move.error}"
+        return f"played {self.move.record.action}; reward {self.move.reward:.2f}"
+
+    def _optimise(self, codes: Any, i: int, output: Any, feedback: str, summary: str,
+                  code: str | None) -> str:
+        """One OptoPrime step, written to codes.jsonl; its status."""
+        step = self.learner.step(output, feedback)
+        self.optimizer_steps += 1
+        codes.write(json.dumps({"iteration": i, "optimizer_step": self.optimizer_steps,
+                                "code": code, "summary": summary, "feedback": feedback,
+                                "status": step.status, "answer": step.answer}) + "\n")
+        codes.flush()
+        return step.status
+
+    def _step_episode(self, i: int, codes: Any, statuses: Counter[str]) -> tuple[Rollout, int]:
+        """optimize_every=step: one episode with an OptoPrime step after each env step and
+        after each failure of the code (which plays no step), at most twice the episode's
+        length of them, as the notebook bounds it; the rollout and the code's failures."""
+        out, failures = Rollout(), 0
+        self.obs = self.target.reset(self._seed())
+        for _ in range(2 * self.target.length):
+            code, obs = self.learner.source, self.obs
+            output = self.learner.play()
+            move = self.move
+            assert move is not None  # set by _step_code
+            if move.record is None:
+                failures += 1
+            else:
+                out.steps.append(move.record)
+                out.ret += move.reward
+                out.success = out.success or move.success
+                self.obs = move.obs
+            summary = f"step {len(out.steps)}: " + str(output.data)
+            statuses[self._optimise(codes, i, output, step_feedback(obs, move), summary,
+                                    code)] += 1
+            if move.done:
+                break
+        return out, failures
+
     def _iteration(self, i: int, codes: Any) -> None:
         start = time.monotonic()
         code = self.learner.source if self.learner else None
-        if self.learner is not None:
-            output = self.learner.rollout()
-            rollout = self.last
-            feedback = feedback_text(rollout, self.opts.feedback_steps)
-            step = self.learner.step(output, feedback)
-            status, answer = step.status, step.answer
-        else:
+        statuses: Counter[str] = Counter()
+        if self.learner is None:
             rollout = self._play(None, self._seed())
-            feedback, status, answer = feedback_text(rollout, self.opts.feedback_steps), "", None
-        self.counts[status or self.opts.optimizer] += 1
+            failures = int(rollout.error is not None)
+            statuses[self.opts.optimizer] += 1
+            codes.write(json.dumps({"iteration": i, "code": code, "summary": rollout.summary(),
+                                    "feedback": feedback_text(rollout, self.opts.feedback_steps)
+                                    }) + "\n")
+        elif self.opts.optimize_every == "rollout":
+            output = self.learner.play()
+            rollout = self.last
+            failures = int(rollout.error is not None)
+            feedback = feedback_text(rollout, self.opts.feedback_steps)
+            statuses[self._optimise(codes, i, output, feedback, rollout.summary(), code)] += 1
+        else:
+            rollout, failures = self._step_episode(i, codes, statuses)
+        self.counts.update(statuses)
         self.episodes += 1
         self.frame += len(rollout.steps)
         row = {"iteration": i, "episodes": self.episodes, "return": rollout.ret,
                "success": float(rollout.success), "steps": len(rollout.steps),
-               "code_error": float(rollout.error is not None),
-               **{s: float(status == s) for s in STATUSES},
+               "code_error": failures, "optimizer_steps": sum(statuses[s] for s in STATUSES),
+               **{s: statuses[s] for s in STATUSES},
                "code_chars": len(code or ""), "seconds": time.monotonic() - start,
                **self.usage.step()}
         self.logger.log({**namespaced("iteration", row), **self.usage.totals()}, self.frame)
-        codes.write(json.dumps({"iteration": i, "code": code, "summary": rollout.summary(),
-                                "feedback": feedback, "status": status, "answer": answer})
-                    + "\n")
-        codes.flush()
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()) if k in STATUSES)
         log.info("iteration %d/%d: %s%s", i, self.opts.iterations, rollout.summary(),
-                 f" [{status}]" if status else "")
+                 f" [{shown}]" if shown else "")
 
     def evaluate(self) -> dict[str, float]:
         """Play the current policy on the evaluation worlds (no update); log the means."""
@@ -256,8 +328,10 @@ class CodePolicyRun:
 
     def closing_message(self, metrics: dict[str, float]) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        steps = (f", {self.optimizer_steps} OptoPrime steps (one per "
+                 f"{self.opts.optimize_every})" if self.learner else "")
         played = (f"Played {self.opts.iterations} rollouts on {self.spec.name} with the "
-                  f"{self.opts.optimizer} optimizer ({counts}); last evaluation over "
+                  f"{self.opts.optimizer} optimizer ({counts}{steps}); last evaluation over "
                   f"{self.opts.num_eval_episodes} episodes: return {metrics['return']:.2f} +- "
                   f"{metrics['return_std']:.2f}, success rate {metrics['success_rate']:.2f}.")
         lines = [played]

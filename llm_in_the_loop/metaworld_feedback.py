@@ -30,9 +30,10 @@ MAX_SIM_STEPS: Final = 500  # Meta-World's episode limit
 @dataclass(frozen=True)
 class Transition:
     obs: dict[str, Any]
-    reward: float
+    reward: float        # the mean over the action's simulator steps
     success: bool
     feedback: str
+    last_reward: float   # the reward of its last simulator step (LLF-Bench's)
 
 
 def _plain(obs: np.ndarray) -> dict[str, Any]:
@@ -44,20 +45,29 @@ def _plain(obs: np.ndarray) -> dict[str, Any]:
 class PickPlace:
     """Meta-World pick-place with target actions and expert feedback (module docstring)."""
 
-    def __init__(self, substeps: int = 10, seed: int = 0) -> None:
+    def __init__(self, substeps: int = 10, seed: int = 0, tolerance: float = 0.0,
+                 max_sim_steps: int = MAX_SIM_STEPS) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Meta-World warns about its observation space
             import metaworld  # noqa: F401 - registers the Meta-World/ ids
             from metaworld.policies import SawyerPickPlaceV3Policy
 
             self.env = gym.make("Meta-World/MT1", env_name=TASK, seed=seed,
-                                disable_env_checker=True)
+                                disable_env_checker=True, max_episode_steps=max_sim_steps)
+        # Meta-World raises past its own 500-step limit; LLF-Bench's 30 actions of up to 20
+        # simulator steps need more.
+        self.env.unwrapped.max_path_length = max_sim_steps
         self.expert = SawyerPickPlaceV3Policy()
         self.substeps = substeps
+        self.tolerance = tolerance  # > 0: an action ends once the hand is this close (metres)
         self._obs: np.ndarray | None = None
 
-    def reset(self, seed: int) -> dict[str, Any]:
+    def reset(self, seed: int | None) -> dict[str, Any]:
         """A new episode (the puck and goal positions follow ``seed``)."""
+        if seed is not None:
+            # Meta-World draws the task (the goal) before reset(seed) reseeds it: seed the
+            # draw too, or a seed's goal depends on the episodes before.
+            self.env.unwrapped.np_random = gym.utils.seeding.np_random(seed)[0]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._obs, _ = self.env.reset(seed=seed)
@@ -75,7 +85,8 @@ class PickPlace:
         return [round(float(v), 3) for v in target] + [float(self.expert._grab_effort(parts))]
 
     def step(self, action: list[float]) -> Transition:
-        """Move toward ``action`` for ``substeps`` simulator steps (stops early on success)."""
+        """Move toward ``action`` for ``substeps`` simulator steps (fewer on success, or once
+        within ``tolerance``)."""
         assert self._obs is not None, "reset first"
         expert = np.asarray(self.expert_action()[:3])
         before = float(np.linalg.norm(self._obs[:3] - expert))
@@ -92,10 +103,12 @@ class PickPlace:
                 if info["success"]:
                     success = True
                     break
+                if np.abs(target - self._obs[:3]).max() < self.tolerance:
+                    break
         reward = float(np.mean(rewards))
         after = float(np.linalg.norm(self._obs[:3] - expert))
         return Transition(_plain(self._obs), reward, success,
-                          self._feedback(reward, success, before, after))
+                          self._feedback(reward, success, before, after), rewards[-1])
 
     def _feedback(self, reward: float, success: bool, before: float, after: float) -> str:
         if success:

@@ -11,7 +11,7 @@ constrained``, docs/lm.md) the request carries the schema of the very object Opt
 (reasoning, answer, a suggestion holding the code) instead of its bare ``json_object``.
 
 :class:`CodeOptimizer` holds the policy code as a trainable Trace node and runs one OptoPrime
-step per rollout (:mod:`llm_in_the_loop.code_policy`).
+step per rollout or per env step (:mod:`llm_in_the_loop.code_policy`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 # (counted as a parse error of the client); there was no answer (API error, spent budget).
 UPDATED, KEPT, UNPARSABLE, NO_ANSWER = "updated", "kept", "unparsable", "no_answer"
 STEP_STATUSES: Final = (UPDATED, KEPT, UNPARSABLE, NO_ANSWER)
+UNIT_DOCS: Final = {
+    "rollout": "Plays one episode with the policy function that `code` defines and returns its "
+               "return, length and whether the task was done.",
+    "step": "Plays one step of the episode under way with the policy function that `code` "
+            "defines and returns what it did.",
+}
 
 
 class ClientLLM(AbstractModel):
@@ -74,23 +80,25 @@ class StepResult:
 class CodeOptimizer:
     """Policy code as a trainable Trace node, optimised by OptoPrime (module docstring).
 
-    ``play(code) -> str`` runs a rollout with the code and returns its summary; it becomes the
-    traced operation ``rollout(code)`` whose output the feedback is about."""
+    ``play(code) -> str`` runs a rollout (``unit="rollout"``) or one env step (``"step"``) with
+    the code and returns its summary; it becomes the traced operation ``rollout(code)`` or
+    ``step(code)`` whose output the feedback is about."""
 
     def __init__(self, client: LMClient, initial_code: str, entry: str, objective: str,
-                 play: Callable[[str], str], memory_size: int = 0) -> None:
+                 play: Callable[[str], str], memory_size: int = 0,
+                 unit: str = "rollout") -> None:
         self.entry = entry
         self.code = node(initial_code, name="__code", trainable=True,
                          description=f"[ParameterNode] The code of the policy function {entry}.",
                          constraint=f"The code should define:\ndef {entry}(obs):")
 
-        def rollout(code: str) -> str:
-            """Plays one episode with the policy function that `code` defines and returns
-            its return, length and whether the task was done."""
+        def traced(code: str) -> str:
             return play(code)
 
-        rollout.__qualname__ = "rollout"  # the name OptoPrime's prompt shows
-        self._rollout = bundle()(rollout)
+        # The name and docstring OptoPrime's prompt shows for the operation.
+        traced.__qualname__ = unit
+        traced.__doc__ = UNIT_DOCS[unit]
+        self._play = bundle()(traced)
         self.llm = ClientLLM(client, (self.code.py_name,), f"def {entry}(obs):")
         self.optimizer = OptoPrime([self.code], llm=self.llm, objective=objective,
                                    memory_size=memory_size, log=False)
@@ -99,9 +107,9 @@ class CodeOptimizer:
     def source(self) -> str:
         return str(self.code.data)
 
-    def rollout(self) -> Any:
+    def play(self) -> Any:
         """Play the current code (traced); the output node to give feedback on."""
-        return self._rollout(self.code)
+        return self._play(self.code)
 
     def step(self, output: Any, feedback: str) -> StepResult:
         """One OptoPrime step from ``feedback`` on ``output``."""

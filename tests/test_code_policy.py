@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import csv_rows
+from omegaconf import OmegaConf
 from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import build_client
@@ -158,7 +160,7 @@ def test_optoprime_answers_that_improve_garbage_and_raising_code(server, tmp_pat
                     suggestion(GOOD_CODE, name), Reply.error(500), Reply.error(500))
         statuses = []
         for _ in range(6):
-            output = opt.rollout()
+            output = opt.play()
             statuses.append(opt.step(output, feedback_text(rollouts[-1], 2)).status)
     assert statuses == ["updated", "unparsable", "updated", "updated", "kept", "no_answer"]
     # The idle start; the raising code; the raising code again (garbage kept it); the hanging
@@ -181,7 +183,7 @@ def test_optoprime_on_the_completions_endpoint_reads_one_text(server, tmp_path):
                     endpoint="completions")
     server.push(suggestion("def controller(obs):\n    return [0, 0.6, 0.2, -1]\n",
                            opt.code.py_name))
-    result = opt.step(opt.rollout(), "Move toward the puck.")
+    result = opt.step(opt.play(), "Move toward the puck.")
     assert result.status == "updated" and "0.6" in opt.source
     prompt = server.requests[0].body["prompt"]
     assert "#Feedback\nMove toward the puck." in prompt and prompt.endswith("\n")
@@ -195,8 +197,8 @@ def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server
     code = "def controller(obs):\n    return [0, 0.6, 0.2, -1]\n"
     server.push(Reply(json.dumps({"reasoning": "Move.", "answer": "", "suggestion": {name: code}})),
                 suggestion(code.replace("0.6", "0.5"), name))  # no "answer": a violation
-    assert opt.step(opt.rollout(), "Move toward the puck.").status == "updated"
-    assert opt.step(opt.rollout(), "Move toward the puck.").status == "updated"  # read leniently
+    assert opt.step(opt.play(), "Move toward the puck.").status == "updated"
+    assert opt.step(opt.play(), "Move toward the puck.").status == "updated"  # read leniently
     schema = server.requests[0].body["structured_outputs"]["json"]
     assert schema["required"] == ["reasoning", "answer", "suggestion"]
     assert schema["properties"]["suggestion"]["required"] == [name]
@@ -204,3 +206,66 @@ def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server
         "type": "string", "pattern": "^def controller\\(obs\\):"}
     assert "response_format" not in server.requests[0].body  # not OptoPrime's bare json_object
     assert opt.llm.client.metrics()["constraint_violations"] == 1 and "0.5" in opt.source
+
+
+# ---- one OptoPrime step per env step (optimize_every=step, as Trace's notebook) -------------
+def code_config(tmp_path: Path, *overrides: str) -> Any:
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "llm_in_the_loop" /
+                         "code_policy.yaml")
+    cfg.pop("hydra")
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
+        f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))
+
+
+@pytest.mark.e2e
+def test_per_step_optimisation_calls_optoprime_once_per_env_step(server, tmp_path):
+    pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
+    from llm_in_the_loop.code_policy_run import CodePolicyRun
+
+    cfg = code_config(tmp_path, "optimize_every=step", "iterations=1", "num_eval_episodes=1",
+                      "env_spec.name=llf-metaworld-pick-place-v2", "env_spec.horizon=4",
+                      "env_spec.lm_spec.lm=test-model", "env_spec.lm_spec.max_retries=0",
+                      f"env_spec.lm_spec.base_url={server.base_url}")
+    run = CodePolicyRun(cfg, tmp_path / "run")
+    name = run.learner.code.py_name
+    # Step 1 plays the starting code, then raising code fails once (no env step), then the
+    # good code plays steps 2 to 4, each followed by an answer with the same code (kept).
+    server.push(suggestion(RAISING_CODE, name), suggestion(GOOD_CODE, name),
+                *[suggestion(GOOD_CODE, name)] * 3)
+    run.run()
+    assert len(server.requests) == 5
+    row = csv_rows(tmp_path / "run" / "iteration.csv")[0]
+    assert {k: float(row[k]) for k in ("steps", "optimizer_steps", "code_error", "updated",
+                                       "kept", "lm_api_calls")} == {
+        "steps": 4, "optimizer_steps": 5, "code_error": 1, "updated": 2, "kept": 3,
+        "lm_api_calls": 5}
+    codes = [json.loads(line) for line in (tmp_path / "run" / "codes.jsonl").read_text()
+             .splitlines()]
+    assert [c["optimizer_step"] for c in codes] == [1, 2, 3, 4, 5]
+    assert codes[0]["feedback"].startswith("Taking action [")
+    assert "Received feedback: Your reward for the latest step is" in codes[0]["feedback"]
+    assert codes[1]["feedback"] == ("Your code failed, so no action was taken: KeyError: "
+                                    "'velocity' (line 2: return obs[\"velocity\"] + [1.0])")
+    # The sandbox ran the suggested code: above the puck, as GOOD_CODE sends the hand first.
+    prompt = server.requests[2].body["messages"][1]["content"]
+    assert "#Feedback\nTaking action [" in prompt and f"(code) {name}:" in prompt
+    step2 = codes[2]["feedback"]
+    obs = json.loads(step2[step2.index("observation ") + 12:step2.index(" resulted")]
+                     .replace("'", '"'))
+    puck = obs["puck_pos"]
+    assert codes[2]["summary"].startswith(f"step 2: played [{puck[0]}, {puck[1]}, "
+                                          f"{puck[2] + 0.1}")
+    assert run.optimizer_steps == 5 and "def controller" in run.learner.source
+
+
+def test_optimize_every_is_checked(tmp_path):
+    from ellm.errors import ConfigError
+    from llm_in_the_loop.code_policy_run import validate
+
+    with pytest.raises(ConfigError, match="optimize_every"):
+        validate(code_config(tmp_path, "optimize_every=episode"))
+    with pytest.raises(ConfigError, match="optimize_every=step .* needs optimizer=llm"):
+        validate(code_config(tmp_path, "optimize_every=step", "optimizer=expert"))
+    with pytest.raises(ConfigError, match="env_spec.feedback_type=fn"):
+        validate(code_config(tmp_path, "env_spec.name=llf-metaworld-pick-place-v2",
+                             "env_spec.feedback_type=fn", "optimizer=random"))
