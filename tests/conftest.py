@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 from openai_test_server import OpenAITestServer  # tests/ is on sys.path, as for conftest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,6 +68,15 @@ def train(tmp_path: Path):
     """``train(*overrides, check=True, timeout=400, extra_env=None)``: ``python train.py OVERRIDES``
     in this test's ``tmp_path``, offline (``run_train``)."""
     return functools.partial(run_train, tmp_path)
+
+
+def system_config(name: str, tmp_path: Path, *overrides: str) -> Any:
+    """``llm_in_the_loop/NAME.yaml`` without its ``hydra`` block, with the LM cache under
+    ``tmp_path`` and ``OVERRIDES`` (dotlist) applied: a run's config built in process."""
+    cfg = OmegaConf.load(ROOT / "llm_in_the_loop" / f"{name}.yaml")
+    cfg.pop("hydra")
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
+        f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))
 
 
 def find_run(cwd: Path, exp_name: str) -> Path:

@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import csv_rows
-from omegaconf import OmegaConf
+from conftest import csv_rows, system_config
 from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import build_client
@@ -209,23 +208,16 @@ def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server
 
 
 # ---- one OptoPrime step per env step (optimize_every=step, as Trace's notebook) -------------
-def code_config(tmp_path: Path, *overrides: str) -> Any:
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "llm_in_the_loop" /
-                         "code_policy.yaml")
-    cfg.pop("hydra")
-    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
-        f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))
-
-
 @pytest.mark.e2e
 def test_per_step_optimisation_calls_optoprime_once_per_env_step(server, tmp_path):
     pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
     from llm_in_the_loop.code_policy_run import CodePolicyRun
 
-    cfg = code_config(tmp_path, "optimize_every=step", "iterations=1", "num_eval_episodes=1",
-                      "env_spec.name=llf-metaworld-pick-place-v2", "env_spec.horizon=4",
-                      "env_spec.lm_spec.lm=test-model", "env_spec.lm_spec.max_retries=0",
-                      f"env_spec.lm_spec.base_url={server.base_url}")
+    cfg = system_config("code_policy", tmp_path, "optimize_every=step", "iterations=1",
+                        "num_eval_episodes=1", "env_spec.name=llf-metaworld-pick-place-v2",
+                        "env_spec.horizon=4", "env_spec.lm_spec.lm=test-model",
+                        "env_spec.lm_spec.max_retries=0",
+                        f"env_spec.lm_spec.base_url={server.base_url}")
     run = CodePolicyRun(cfg, tmp_path / "run")
     name = run.learner.code.py_name
     # Step 1 plays the starting code, then raising code fails once (no env step), then the
@@ -263,9 +255,11 @@ def test_optimize_every_is_checked(tmp_path):
     from llm_in_the_loop.code_policy_run import validate
 
     with pytest.raises(ConfigError, match="optimize_every"):
-        validate(code_config(tmp_path, "optimize_every=episode"))
+        validate(system_config("code_policy", tmp_path, "optimize_every=episode"))
     with pytest.raises(ConfigError, match="optimize_every=step .* needs optimizer=llm"):
-        validate(code_config(tmp_path, "optimize_every=step", "optimizer=expert"))
+        validate(system_config("code_policy", tmp_path, "optimize_every=step",
+                               "optimizer=expert"))
     with pytest.raises(ConfigError, match="env_spec.feedback_type=fn"):
-        validate(code_config(tmp_path, "env_spec.name=llf-metaworld-pick-place-v2",
-                             "env_spec.feedback_type=fn", "optimizer=random"))
+        validate(system_config("code_policy", tmp_path,
+                               "env_spec.name=llf-metaworld-pick-place-v2",
+                               "env_spec.feedback_type=fn", "optimizer=random"))

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import csv_rows
-from omegaconf import OmegaConf
+from conftest import csv_rows, system_config
 from openai_test_server import OpenAITestServer, Reply
 
 from ellm.errors import ConfigError
@@ -322,20 +321,12 @@ def test_warmup_draws_from_its_own_range():
     assert np.abs(warm).max() <= 3 and np.abs(search).max() > 3
 
 
-def search_config(tmp_path: Path, *overrides: str) -> Any:
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "llm_in_the_loop" /
-                         "policy_search.yaml")
-    cfg.pop("hydra")
-    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
-        f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))
-
-
 def test_a_run_as_the_tutorial_counts_its_reasks(server, tmp_path):
     server.push(Reply("no idea"), Reply("a: 6.5, b: 5.38"), Reply("a: -1, b: 2\nwhy"))
-    cfg = search_config(
-        tmp_path, "iterations=2", "warmup_episodes=3", "num_eval_episodes=1", "eval_every=0",
-        "param_range=[-7,7]", "warmup_range=[-3,3]", "prompt_style=tutorial", "reasks=1",
-        "env_spec.max_episode_steps=20", "env_spec.lm_spec.lm=test-model",
+    cfg = system_config(
+        "policy_search", tmp_path, "iterations=2", "warmup_episodes=3", "num_eval_episodes=1",
+        "eval_every=0", "param_range=[-7,7]", "warmup_range=[-3,3]", "prompt_style=tutorial",
+        "reasks=1", "env_spec.max_episode_steps=20", "env_spec.lm_spec.lm=test-model",
         f"env_spec.lm_spec.base_url={server.base_url}")
     run = PolicySearchRun(cfg, tmp_path / "run")
     run.run()
@@ -361,13 +352,14 @@ def test_a_run_as_the_tutorial_counts_its_reasks(server, tmp_path):
 ])
 def test_search_options_are_checked_by_name(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        validate(search_config(tmp_path, *overrides))
+        validate(system_config("policy_search", tmp_path, *overrides))
 
 
 def test_an_unusable_template_file_is_refused_by_name(tmp_path):
     template = tmp_path / "t.txt"
     template.write_text("Iteration {{ step_number }} of {{ horizon }}")
-    cfg = search_config(tmp_path, "prompt_style=tutorial", f"prompt_template={template}")
+    cfg = system_config("policy_search", tmp_path, "prompt_style=tutorial",
+                        f"prompt_template={template}")
     with pytest.raises(ConfigError, match=r"prompt_template .*t.txt.*unknown placeholder"):
         PolicySearchRun(cfg, tmp_path / "run")
 
