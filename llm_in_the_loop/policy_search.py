@@ -12,7 +12,8 @@ the next setting to try. Warm-up settings are drawn uniformly at random.
   :mod:`llm_in_the_loop.policy_search_props`) -> :class:`ellm.lm.LMClient` -> parsed setting; an
   answer that names no setting is shown back to the model with the form asked for, up to
   ``reasks`` times; when none of them names one (or no answer came) a random setting is played
-  instead; a value out of range is clipped to it; all of it counted. :class:`RandomProposer`:
+  instead; a value out of range is clipped to it (or, as the ProPS tutorial does, played as
+  given); all of it counted. :class:`RandomProposer`:
   the random-search reference.
 """
 
@@ -34,9 +35,12 @@ if TYPE_CHECKING:
     from llm_in_the_loop.policy_search_props import TutorialPrompt
 
 # What became of a proposal (counted per run): the answer's setting as is; with values clipped
-# into range; a random setting because the answer named none / there was no answer (API error,
+# into range; with values out of range played as given (clip=False); a random setting because the answer named none / there was no answer (API error,
 # spent budget); a random setting by design (warm-up, random search).
-STATUSES: Final = ("ok", "clipped", "unparsable", "no_answer", "warmup", "random")
+STATUSES: Final = ("ok", "clipped", "out_of_range", "unparsable", "no_answer", "warmup",
+                    "random")
+# The statuses of a setting the model itself named (the others are random draws).
+PROPOSED_STATUSES: Final = ("ok", "clipped", "out_of_range")
 FALLBACK_STATUSES: Final = ("unparsable", "no_answer")
 SYSTEM: Final = ("You suggest the next parameter values for a black-box optimiser. Reply with "
                  "one line of parameter values and nothing else.")
@@ -78,9 +82,10 @@ class ParameterSpace:
         """A setting drawn uniformly from the range, rounded to ``decimals``."""
         return self.round(rng.uniform(self.low, self.high, self.size))
 
-    def round(self, values: Sequence[float]) -> np.ndarray:
-        return np.clip(np.round(np.asarray(values, dtype=float), self.decimals),
-                       self.low, self.high)
+    def round(self, values: Sequence[float], clip: bool = True) -> np.ndarray:
+        """``values`` rounded to ``decimals`` and, unless ``clip`` is false, clipped into range."""
+        rounded = np.round(np.asarray(values, dtype=float), self.decimals)
+        return np.clip(rounded, self.low, self.high) if clip else rounded
 
     def clip(self, values: Sequence[float]) -> tuple[np.ndarray, bool]:
         """``values`` rounded and clipped into range, and whether any lay outside it."""
@@ -218,13 +223,15 @@ class LLMProposer(RandomProposer):
     suggests for moves around the best settings; ``prompt_entries``: at most this many buffer
     entries in a prompt; ``iterations``: the run's number of proposals (the prompt says which
     one this is); ``tutorial``: ask with the ProPS tutorial's prompt instead of ours;
-    ``reasks``: how many times an answer that names no setting is asked again."""
+    ``reasks``: how many times an answer that names no setting is asked again; ``clip``: clip
+    a value out of range into it (else play it as given, status ``out_of_range``)."""
 
     def __init__(self, client: LMClient, space: ParameterSpace, rng: np.random.Generator, *,
                  task: str, step: float, prompt_entries: int, iterations: int,
                  warmup: ParameterSpace | None = None, tutorial: TutorialPrompt | None = None,
-                 reasks: int = 0) -> None:
+                 reasks: int = 0, clip: bool = True) -> None:
         super().__init__(space, rng, warmup)
+        self.clip = clip
         self.client = client
         self.tutorial = tutorial
         self.reasks = reasks
@@ -290,7 +297,9 @@ class LLMProposer(RandomProposer):
             values, parsed = parse_proposal(answer, self.space, self.aliases)
             if values is not None:
                 params, outside = self.space.clip(values)
-                status = "clipped" if outside else "ok"
+                if outside and not self.clip:
+                    params = self.space.round(values, clip=False)
+                status = ("clipped" if self.clip else "out_of_range") if outside else "ok"
                 self.counts[status] += 1
                 return Proposal(tuple(params), status, answer, asked)
             self.client.count(parse_errors=1)

@@ -2,7 +2,8 @@
 ``policy_search.yaml`` beside this module, every key documented there): warm-up with random
 settings, then ``iterations`` proposals of :mod:`llm_in_the_loop.policy_search` (by the language
 model, or at random for the reference), each played for ``episodes_per_iteration`` episodes;
-the best setting so far is evaluated every ``eval_every`` proposals and at the end.
+the best setting so far is evaluated every ``eval_every`` proposals and at the end, and with
+``eval_each_proposal`` each proposal too, as the ProPS tutorial evaluates every iteration.
 
 The run directory holds:
 
@@ -12,8 +13,11 @@ The run directory holds:
 - ``iteration.csv``: one row per setting tried (warm-up included), at the environment steps
   played so far: ``iteration`` (0 for warm-up), ``episodes`` (training episodes so far),
   ``return`` (mean over its episodes), ``success``, ``steps``, ``warmup``, ``fallback`` (a random
-  setting replaced an answer that named none, or no answer came), ``clipped``, ``reasks``
-  (answers that named no setting and were asked again), ``param_<name>``,
+  setting replaced an answer that named none, or no answer came), ``clipped`` (or
+  ``out_of_range``, played as given), ``reasks`` (answers that named no setting and were asked
+  again), ``param_<name>``; with ``eval_each_proposal``, the proposal's evaluation on the
+  evaluation worlds: ``eval_return`` (mean over ``num_eval_episodes``), ``eval_return_std``,
+  ``eval_success_rate`` (empty on warm-up rows);
   and the proposal's LM use: ``lm_api_calls``, ``lm_prompt_tokens``, ``lm_completion_tokens``,
   ``lm_latency_s`` (seconds per call), ``lm_parse_errors``, ...;
 - ``eval.csv``: each evaluation of the best setting so far: ``episodes``, ``return`` (mean over
@@ -21,8 +25,8 @@ The run directory holds:
 - ``proposals.jsonl``: each proposal's status, setting and the model's answer text;
 - ``lm.csv``: the client's cumulative counters (docs/lm.md), after each proposal;
 - ``best.json``: the best setting found and its return, the count of each proposal status and
-  of re-asks, and the best of the settings the model itself proposed (``ok`` or ``clipped``;
-  warm-up and fallback settings are random).
+  of re-asks, and the best of the settings the model itself proposed (``ok``, ``clipped`` or
+  ``out_of_range``; warm-up and fallback settings are random).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.policy_search import (
     FALLBACK_STATUSES,
+    PROPOSED_STATUSES,
     Entry,
     LLMProposer,
     ParameterBuffer,
@@ -56,7 +61,12 @@ from llm_in_the_loop.policy_search import (
     RandomProposer,
 )
 from llm_in_the_loop.policy_search_props import TEMPLATE, TutorialPrompt, check_template
-from llm_in_the_loop.search_policies import CrafterForagerTask, GymLinearTask, SearchTask
+from llm_in_the_loop.search_policies import (
+    CrafterForagerTask,
+    EpisodeResult,
+    GymLinearTask,
+    SearchTask,
+)
 
 log = logging.getLogger(__name__)
 ENVS = ("MountainCarContinuous-v0", "CartPole-v1", "llf-crafter-v0")
@@ -94,6 +104,8 @@ class SearchOptions:
     prompt_template: str | None = valid("null or the path of a text file",
                                         lambda v: v is None or isinstance(v, str), None)
     reasks: int = integer(0, 4)
+    clip_proposals: bool = boolean(True)
+    eval_each_proposal: bool = boolean(False)
 
 
 @dataclass(frozen=True)
@@ -128,13 +140,16 @@ def validate(cfg: DictConfig) -> tuple[SearchOptions, SearchEnvOptions]:
     if opts.prompt_template is not None and opts.prompt_style != "tutorial":
         raise ConfigError("prompt_template is the template of prompt_style=tutorial; set "
                           "prompt_style=tutorial or prompt_template=null")
+    if opts.eval_each_proposal and opts.num_eval_episodes == 0:
+        raise ConfigError("eval_each_proposal=true plays each proposal on num_eval_episodes "
+                          "evaluation worlds; num_eval_episodes=0 gives it none")
     if opts.optimizer == "llm":
         check_lm_spec(cfg.env_spec.lm_spec)
     return opts, spec
 
 
 def search_range(opts: SearchOptions, spec: SearchEnvOptions) -> tuple[float, float]:
-    """The range every proposal is clipped to (the forager's is always [0, 10])."""
+    """The range of every proposal (the forager's is always [0, 10])."""
     if spec.name == "llf-crafter-v0" or opts.param_range is None:
         return DEFAULT_RANGE[spec.name]
     return float(opts.param_range[0]), float(opts.param_range[1])
@@ -183,7 +198,7 @@ class PolicySearchRun:
             self.proposer: RandomProposer = LLMProposer(
                 self.client, space, self.rng, task=self.task.description, step=o.step_size,
                 prompt_entries=o.prompt_entries, iterations=o.iterations, warmup=warmup,
-                tutorial=tutorial, reasks=o.reasks)
+                tutorial=tutorial, reasks=o.reasks, clip=o.clip_proposals)
         else:
             self.proposer = RandomProposer(space, self.rng, warmup)
         self.reasks = 0
@@ -259,19 +274,29 @@ class PolicySearchRun:
                "warmup": float(proposal.status == "warmup"),
                "fallback": float(proposal.status in FALLBACK_STATUSES),
                "clipped": float(proposal.status == "clipped"),
+               "out_of_range": float(proposal.status == "out_of_range"),
                "reasks": float(proposal.reasks),
                "best_return": self.buffer.best.ret, "seconds": time.monotonic() - start,
                **{f"param_{n}": v for n, v in zip(self.task.space.names, proposal.params)},
                **lm}
+        if iteration and self.opts.eval_each_proposal:
+            # The tutorial's evaluation every iteration: the newest setting on the evaluation
+            # worlds, apart from the buffer (the tutorial's evaluation episodes are not recorded).
+            evaluated = self._evaluation_episodes(proposal.params, f"proposal {iteration}")
+            row.update(eval_return=float(np.mean([r.ret for r in evaluated])),
+                       eval_return_std=float(np.std([r.ret for r in evaluated])),
+                       eval_success_rate=float(np.mean([r.success for r in evaluated])))
         self.logger.log({**namespaced("iteration", row), **self.usage.totals()}, self.frame)
         proposals.write(json.dumps({"iteration": iteration, "status": proposal.status,
                                     "params": list(proposal.params), "return": ret,
                                     "answer": proposal.answer}) + "\n")
         proposals.flush()
         if iteration:
-            log.info("proposal %d/%d [%s] %s -> return %.2f (best %.2f)", iteration,
+            note = (f"; evaluated {row['eval_return']:.2f} over "
+                    f"{self.opts.num_eval_episodes} episodes" if "eval_return" in row else "")
+            log.info("proposal %d/%d [%s] %s -> return %.2f (best %.2f)%s", iteration,
                      self.opts.iterations, proposal.status,
-                     self.task.space.format(proposal.params), ret, self.buffer.best.ret)
+                     self.task.space.format(proposal.params), ret, self.buffer.best.ret, note)
 
     def _progress(self, doing: str) -> None:
         best = self.buffer.best
@@ -279,14 +304,20 @@ class PolicySearchRun:
                  self.episodes, self.num_train_episodes, doing,
                  "none yet" if best is None else f"{best.ret:.2f}", duration(self.pace.elapsed()))
 
-    def evaluate(self) -> dict[str, float]:
-        """Play the best setting so far on the evaluation worlds; log and return the means."""
-        best, results = self.buffer.best, []
+    def _evaluation_episodes(self, params: tuple[float, ...], what: str) -> list[EpisodeResult]:
+        """``params`` played on the ``num_eval_episodes`` evaluation worlds (the same each time)."""
+        results = []
         for j in range(self.opts.num_eval_episodes):
-            results.append(self.task.episode(best.params,
+            results.append(self.task.episode(params,
                                              self.opts.seed * SEED_STRIDE + EVAL_OFFSET + j))
             if self.pace():
-                self._progress(f"evaluation episode {j + 1}/{self.opts.num_eval_episodes}")
+                self._progress(f"{what}: evaluation episode {j + 1}/{self.opts.num_eval_episodes}")
+        return results
+
+    def evaluate(self) -> dict[str, float]:
+        """Play the best setting so far on the evaluation worlds; log and return the means."""
+        best = self.buffer.best
+        results = self._evaluation_episodes(best.params, "best setting")
         returns = [r.ret for r in results] or [float("nan")]
         row = {"episodes": self.episodes, "return": float(np.mean(returns)),
                "return_std": float(np.std(returns)),
@@ -302,7 +333,7 @@ class PolicySearchRun:
     @property
     def best_proposed(self) -> Entry | None:
         """The best setting the model itself proposed (not a warm-up or fallback draw)."""
-        own = [e for e in self.buffer.entries if self.statuses[e.order] in ("ok", "clipped")]
+        own = [e for e in self.buffer.entries if self.statuses[e.order] in PROPOSED_STATUSES]
         return max(own, key=lambda e: (e.ret, -e.order), default=None)
 
     def closing_message(self, metrics: dict[str, float]) -> str:

@@ -340,6 +340,46 @@ def test_a_run_as_the_tutorial_counts_its_reasks(server, tmp_path):
     assert "a: 6.5; b: 5.38; f(a,b): " in server.requests[-1].body["messages"][0]["content"]
 
 
+def test_each_proposal_evaluated_and_played_as_the_tutorial(server, tmp_path):
+    # The same two answers, the first out of range, in a run as the tutorial evaluates and
+    # plays them, then in a default run.
+    server.push(Reply("a: 8.5, b: 5.38"), Reply("a: -1, b: 2\nwhy"),
+                Reply("a: 8.5, b: 5.38"), Reply("a: -1, b: 2\nwhy"))
+    common = ["iterations=2", "warmup_episodes=2", "num_eval_episodes=3", "eval_every=0",
+              "param_range=[-7,7]", "prompt_style=tutorial", "env_spec.max_episode_steps=20",
+              "env_spec.lm_spec.lm=test-model", f"env_spec.lm_spec.base_url={server.base_url}"]
+    PolicySearchRun(system_config("policy_search", tmp_path / "a", *common,
+                                  "eval_each_proposal=true", "clip_proposals=false"),
+                    tmp_path / "tutorial").run()
+    history = server.requests[1].body["messages"][0]["content"]
+    PolicySearchRun(system_config("policy_search", tmp_path / "b", *common),
+                    tmp_path / "ours").run()
+    car = GymLinearTask("MountainCarContinuous-v0", -7, 7, 2, max_episode_steps=20)
+    # Computed apart from the run: training episode k plays world 10^6 + k (seed 1), evaluation
+    # episode j world 10^6 + 500000 + j, the same three for every proposal.
+    rows = csv_rows(tmp_path / "tutorial" / "iteration.csv")
+    for k, (row, params) in enumerate(zip(rows[2:], [(8.5, 5.38), (-1.0, 2.0)]), start=2):
+        assert (float(row["param_w0"]), float(row["param_w1"])) == params  # 8.5: as given
+        evaluated = [car.episode(params, 1_500_000 + j).ret for j in range(3)]
+        assert float(row["eval_return"]) == pytest.approx(np.mean(evaluated))
+        assert float(row["eval_return_std"]) == pytest.approx(np.std(evaluated))
+        assert float(row["return"]) == pytest.approx(car.episode(params, 1_000_000 + k).ret)
+    assert len(set(evaluated)) == 3  # the evaluation worlds differ
+    assert [r["eval_return"] for r in rows[:2]] == ["", ""]  # the warm-up is not evaluated
+    assert [float(r["out_of_range"]) for r in rows] == [0, 0, 1, 0]
+    # The history shows the training return, as the tutorial's (its evaluation is not recorded).
+    assert f"a: 8.5; b: 5.38; f(a,b): {float(rows[2]['return']):.2f}\n" in history
+    assert float(rows[2]["return"]) != pytest.approx(float(rows[2]["eval_return"]))
+    best = json.loads((tmp_path / "tutorial" / "best.json").read_text())
+    assert best["counts"] == {"warmup": 2, "out_of_range": 1, "ok": 1}
+    # The default: the answer clipped into range, no evaluation of each proposal.
+    rows = csv_rows(tmp_path / "ours" / "iteration.csv")
+    assert (float(rows[2]["param_w0"]), float(rows[2]["clipped"])) == (7.0, 1.0)
+    assert "eval_return" not in rows[0]
+    for run in ("tutorial", "ours"):  # the best setting's evaluation at the end, in both
+        assert len(csv_rows(tmp_path / run / "eval.csv")) == 1
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["param_range=[-7,7]", "warmup_range=[-3,8]"],
      r"warmup_range \[-3, 8\] must lie within the search range \[-7, 7\]"),
@@ -349,6 +389,10 @@ def test_a_run_as_the_tutorial_counts_its_reasks(server, tmp_path):
      "env_spec.clip_action is for MountainCarContinuous-v0"),
     (["reasks=-1"], "reasks=-1 is invalid"),
     (["prompt_style=props"], "prompt_style='props' is invalid: expected one of ours, tutorial"),
+    (["eval_each_proposal=maybe"], "eval_each_proposal='maybe' is invalid"),
+    (["eval_each_proposal=true", "num_eval_episodes=0"],
+     "eval_each_proposal=true plays each proposal on num_eval_episodes"),
+    (["clip_proposals=sometimes"], "clip_proposals='sometimes' is invalid"),
 ])
 def test_search_options_are_checked_by_name(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
