@@ -23,7 +23,7 @@ import torch
 from baselines.icm_apt import ICMAPTAgent
 from baselines.rnd import RNDAgent
 from ellm.agent import DQNAgent
-from ellm.replay import ReplayStorage, StringTable, make_replay_loader
+from ellm.replay import EpisodeStart, ReplayStorage, Row, StringTable, make_replay_loader
 
 NUM_ACTIONS = 139
 OBS_SHAPE = (4, 84, 84)
@@ -33,11 +33,10 @@ def _replay(replay_dir: Path, episodes: int = 8, length: int = 100) -> None:
     rng = np.random.default_rng(0)
     storage = ReplayStorage(replay_dir, StringTable(replay_dir / "strings.jsonl"))
     for _ in range(episodes):
-        storage.add_first(rng.integers(0, 256, (84, 84), dtype=np.uint8), "", "")
+        storage.add_first(EpisodeStart(rng.integers(0, 256, (84, 84), dtype=np.uint8), "", ""))
         for t in range(1, length + 1):
-            storage.add(rng.integers(0, 256, (84, 84), dtype=np.uint8),
-                        int(rng.integers(NUM_ACTIONS)), 0.0, 1.0, "", "", t == length,
-                        game_reward=0.0)
+            storage.add(Row(rng.integers(0, 256, (84, 84), dtype=np.uint8),
+                            int(rng.integers(NUM_ACTIONS)), 0.0, 1.0, "", "", t == length, 0.0))
 
 
 def main(argv: list[str] | None = None) -> None:

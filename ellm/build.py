@@ -66,7 +66,7 @@ def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.dev
     if env is None:
         return RolloutParts(None, None, [], inputs, embedder, game.covered)
     goals, rewards = game.goals(cfg, embedder, method.goal_reward)
-    rewards = [*rewards, *method.rewards(cfg), *game_reward(cfg, method)]
+    rewards = [*rewards, *game_reward(cfg, method)]
     return RolloutParts(env, goals, rewards, inputs, embedder, game.covered)
 
 

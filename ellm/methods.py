@@ -23,7 +23,6 @@ from typing import Any, Final
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
-from ellm.reward import StepReward
 
 DEFAULT_METHOD: Final = "ellm"
 
@@ -37,9 +36,6 @@ class Method:
     game_reward: bool  # ... from the game reward, per step (always for extrinsic and random;
     # with use_extr_rew=True for the others)
     learns: bool = True  # False: never updated (random actions)
-    batch_reward: bool = False  # its agent adds a reward of its own per batch (RND, APT)
-    # Per-step rewards of its own, beside the game's goal reward (a new list per rollout).
-    rewards: Callable[[DictConfig], list[StepReward]] = lambda cfg: []
 
     def game_weight(self, cfg: DictConfig) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""
@@ -54,9 +50,10 @@ class Method:
 METHODS: Final = {
     "ellm": Method("ellm", goal_reward=True, game_reward=False),
     "novelty": Method("novelty", goal_reward=True, game_reward=False),
-    "rnd": Method("rnd", goal_reward=False, game_reward=False, batch_reward=True),
-    "noveld": Method("noveld", goal_reward=False, game_reward=False, batch_reward=True),
-    "apt": Method("apt", goal_reward=False, game_reward=False, batch_reward=True),
+    # RND, NovelD and APT learn from a reward their agent computes per batch (baselines/).
+    "rnd": Method("rnd", goal_reward=False, game_reward=False),
+    "noveld": Method("noveld", goal_reward=False, game_reward=False),
+    "apt": Method("apt", goal_reward=False, game_reward=False),
     "extrinsic": Method("extrinsic", goal_reward=False, game_reward=True),
     "random": Method("random", goal_reward=False, game_reward=True, learns=False),
 }

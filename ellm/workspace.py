@@ -9,15 +9,18 @@ loader, the agent, the evaluator, the logger and the checkpoints:
     the previous state's goals, new goals), store -> one update every ``update_every_steps`` ->
     every ``eval_every_frames``: evaluate and snapshot.
 
-With ``num_actors`` >= 2 the rollouts run in actor processes (:mod:`ellm.actors`) and this
-process learns from the chunks of steps they send, counting them one by one as it would count
-its own: same replay, same updates per frame, same evaluations (docs/scale.md).
+One loop (:meth:`Workspace.train`) takes the steps of a collector (:mod:`ellm.collect`): this
+process's rollout, or with ``num_actors`` >= 2 the chunks the actor processes send
+(:mod:`ellm.actors`), counted one by one either way: same replay, same updates per frame, same
+evaluations (docs/scale.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +30,36 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint, interrupt
-from ellm.actors import ActorGoals, EpisodeEnd, lm_budget_share, lm_counts_on, pool_lm_metrics
-from ellm.actors.loop import ActorLoop, Episode
+from ellm.actors import ActorCollector, ActorGoals, ActorPool, lm_budget_share
 from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
+from ellm.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
 from ellm.config import resolve_device, resolve_threads, resolve_workers, run_config, validate
 from ellm.entry import write_record
 from ellm.evaluate import Evaluator
 from ellm.games import EpisodeCounted
 from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
+from ellm.lm_usage import LMUsage
 from ellm.logger import Logger
 from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.replay.loader import DeviceBatches
-from ellm.rollout import DIAGNOSTICS, Rollout, Step
+from ellm.rollout import DIAGNOSTICS, Rollout
 from ellm.timing import Progress, Timer
 
 log = logging.getLogger(__name__)
 
 
-class Workspace(ActorLoop):
+def updates_due(frame: int, seed_frames: int, every: int, since: int = 0) -> int:
+    """Updates made by ``frame`` at one per ``every`` frames: one at each frame from
+    ``seed_frames`` (and ``since``) on that is a multiple of ``every``."""
+    start = max(seed_frames, since, 1)
+    return max(0, frame // every - (start - 1) // every)
+
+
+class Workspace:
     """Everything one training run needs; ``train()`` runs it."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
@@ -73,7 +84,6 @@ class Workspace(ActorLoop):
         # lm.csv's counters go on from what the earlier parts counted.
         earlier = snapshot[1] if snapshot is not None and resuming else {}
         self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
-        self.lm_before: dict[str, float] = dict(earlier.get("lm_metrics", {}))
         self._build_rollouts(keep)
         self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
@@ -98,7 +108,8 @@ class Workspace(ActorLoop):
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
                                                   keep_until=keep)
         self.last_eval: dict[str, float] = {}
-        self._lm_logged = self._lm_metrics()  # the lm/ metrics last logged
+        self.lm = LMUsage(self.goals, self.eval_goals, pooled=isinstance(self.goals, ActorGoals),
+                          before=earlier.get("lm_metrics"), spent_before=self.lm_spent_before)
 
     def _build_rollouts(self, keep_until: int | None) -> None:
         """The training rollout (none when actors collect) and the evaluator's, each with its
@@ -116,7 +127,6 @@ class Workspace(ActorLoop):
         self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
         eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
         eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
-        eval_rewards += self.method.rewards(cfg)
         self.goals = parts.goals if parts.goals is not None else ActorGoals(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,
@@ -177,17 +187,14 @@ class Workspace(ActorLoop):
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
                                  every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
         try:
-            with logging_redirect_tqdm():  # log lines print above the progress bar
-                if self.num_actors > 1:
-                    self._train_with_actors()
-                else:
-                    self._train_here()
-                self.progress.close()
+            with logging_redirect_tqdm(), self._collector() as collector:
+                self._loop(collector)  # log lines print above the progress bar
+            self.progress.close()
         finally:  # also on Ctrl-C or an actor's failure: the LM's last counts, files closed
-            drained = self._close_lm()
+            drained = self.lm.close()
             if drained:
                 self.logger.log(drained, self.frame)
-            if (slow_lm := fallback_warning(self._lm_counts())) is not None:
+            if (slow_lm := fallback_warning(self.lm.counts())) is not None:
                 log.warning(slow_lm)
             self.logger.close()
         self.wall_time = timer.elapsed()
@@ -195,24 +202,51 @@ class Workspace(ActorLoop):
                  self.wall_time)
         return self.last_eval
 
-    def _train_here(self) -> None:
-        """The one-process loop: this process steps the env."""
-        self._first_evaluation()
-        episode = self._start_episode()
-        while self.frame < self.cfg.num_train_frames:
-            interrupt.check()
-            step = self._step(episode)
-            if self._should_update():
-                self._update(episode)
-            if step.last:
-                self._end_episode(episode, step.info)
-                episode = self._start_episode()
-            if self._eval_due():
-                self._evaluate()
+    @contextlib.contextmanager
+    def _collector(self) -> Iterator[Collector]:
+        """This process's rollout, or the actors' (started here, stopped on leaving)."""
+        if self.num_actors == 1:
+            yield LocalCollector(
+                self.rollout, lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False))
+            return
+        with ActorPool(self.cfg, self.num_actors, self.agent.policy_state(), frame=self.frame,
+                       decay_from=self.first_reward_frame, env_episodes=self.actor_env_episodes,
+                       lm_spent=self.lm_spent_before) as pool:
+            self.actor_env_episodes += [0] * (self.num_actors - len(self.actor_env_episodes))
+            yield ActorCollector(pool, self.agent, self.goals, self.actor_env_episodes,
+                                 self.cfg.actor_sync_frames,
+                                 lambda: (self.frame, self.first_reward_frame))
+        encoded, shipped = self.agent.text.embedding_counts()
+        log.info("learner text embeddings: %d encoded here, %d shipped by the actors",
+                 encoded, shipped)
 
-    def _first_evaluation(self) -> None:
+    def _loop(self, collector: Collector) -> None:
+        """Each collected step stored and counted, then the updates due by its frame made, its
+        episode logged if it ended, an evaluation if one is due."""
         if self.frame == 0 < self.cfg.num_train_frames:
             self._evaluate()  # the untrained agent, as the original evaluates at step 0
+        for source, start in collector.begin():
+            self.storage.add_first(start, source)
+        window, done = LogWindow(self.frame), self._updates_due()
+        while self.frame < self.cfg.num_train_frames:
+            interrupt.check()
+            got = collector.next(window.timer)
+            if got.start is not None:
+                self.storage.add_first(got.start, got.source)
+            self.storage.add(got.row, got.source)
+            self._count(got.row.reward)
+            # Updates that fall due before the replay holds an episode are made once it does
+            # (possible with actors), so that every run keeps the configured ratio.
+            while done < self._updates_due() and self.storage.num_episodes:
+                self._update(window)
+                done += 1
+            if got.end is not None:
+                self._log_episode(got.end, window)
+                window = LogWindow(self.frame)
+                if (start := collector.restart(got.source)) is not None:
+                    self.storage.add_first(start, got.source)
+            if self._eval_due():
+                self._evaluate()
 
     def closing_message(self) -> str:
         """The end of a run in words: what was trained, how it did, where it is, what next."""
@@ -226,22 +260,6 @@ class Workspace(ActorLoop):
                   f"Plot it: python -m ellm.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)
 
-    def _start_episode(self) -> Episode:
-        first = self.rollout.reset()
-        self.storage.add_first(first, self.inputs.text(self.rollout.obs),
-                               self.inputs.goal(self.rollout.goals))
-        return Episode()
-
-    def _step(self, ep: Episode) -> Step:
-        """One rollout step, stored and counted."""
-        step = self.rollout.step(
-            lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False), ep.timer)
-        self.storage.add(step.frame, step.action, step.reward, step.info["discount"],
-                         self.inputs.text(step.obs), self.inputs.goal(step.goals), step.last,
-                         game_reward=step.game_reward)
-        self._count(step.reward)
-        return step
-
     def _count(self, reward: float) -> None:
         """One more frame: the frame counters and the reward-triggered schedule."""
         self.frame += 1
@@ -252,29 +270,32 @@ class Workspace(ActorLoop):
             if self.agent.start_epsilon_decay(self.frame):
                 log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
 
-    def _should_update(self) -> bool:
+    def _updates_due(self) -> int:
+        """Updates the configured ratio asks for by this frame (with train_after_reward,
+        from the first reward on)."""
         cfg = self.cfg
-        return (self.method.learns and self.frame >= cfg.num_seed_frames
-                and self.frame % cfg.agent.update_every_steps == 0
-                and self.storage.num_episodes > 0
-                and (not cfg.train_after_reward or self.first_reward_frame is not None))
+        if not self.method.learns or (cfg.train_after_reward and self.first_reward_frame is None):
+            return 0
+        since = self.first_reward_frame if cfg.train_after_reward else 0
+        return updates_due(self.frame, cfg.num_seed_frames, cfg.agent.update_every_steps, since)
 
-    def _update(self, ep: Episode) -> None:
-        with ep.timer("sample"):
+    def _update(self, window: LogWindow) -> None:
+        with window.timer("sample"):
             if self._batches is None:
                 self._batches = DeviceBatches(iter(self.loader), self.device)
             batch = next(self._batches)
-        with ep.timer("update"):
+        with window.timer("update"):
             for key, value in self.agent.update(batch, self.frame).items():
-                ep.updates[key].append(value)
+                window.updates[key].append(value)
 
-    def _end_episode(self, ep: Episode, info: Mapping[str, Any]) -> None:
-        self._log_episode(EpisodeEnd.of(self.rollout, info, ep.timer), ep)
-
-    def _log_episode(self, end: EpisodeEnd, ep: Episode) -> None:
+    def _log_episode(self, end: EpisodeEnd, window: LogWindow) -> None:
+        """A training row: the episode, with the frames/s since the last row and the loop's
+        sections' share of that time beside the collector's own."""
         self.episode += 1
+        end = replace(end, fps=(self.frame - window.frame) / window.timer.elapsed(),
+                      times={**end.times, **window.timer.fractions()})
         summary, stats = end.summary, end.stats
-        self._lm_logged = self._lm_metrics()
+        lm = self.lm.log_now()
         self.train_stats.write({**stats, "frame": self.frame})
         self.logger.log({
             "train/episode_reward": summary["reward"],
@@ -289,8 +310,8 @@ class Workspace(ActorLoop):
             **{f"reward/{k}": summary[k] for k in end.reward_metrics},
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in end.times.items()},
-            **self._lm_logged,
-            **{f"train/{k}": v for k, v in mean_metrics(ep.updates).items()},
+            **lm,
+            **{f"train/{k}": v for k, v in mean_metrics(window.updates).items()},
         }, self.frame)
         kind = "game" if self.method.game_reward else "intrinsic"
         status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {summary['reward']:.2f}"
@@ -306,46 +327,13 @@ class Workspace(ActorLoop):
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.frame)
         if self.frame >= self.cfg.num_train_frames:  # the run's last row and snapshot count
-            self._close_lm()  # the answers to the requests still in flight
-        self._lm_logged = self._lm_metrics()
-        self.logger.log({**metrics, **self._lm_logged}, self.frame)
+            self.lm.close()  # the answers to the requests still in flight
+        self.logger.log({**metrics, **self.lm.log_now()}, self.frame)
         if metrics:
             self.last_eval = metrics
             log.info(self.game.summary(metrics, self.frame))
         if self.cfg.save_snapshot:
             self.save_snapshot()
-
-    def _lm_part(self) -> dict[str, float]:
-        """LM counters of this part of the run (since its start or resumption), of the
-        training and evaluation suggesters together (the budget entries describe the one
-        process-wide ledger, so they are taken once; with actors, every process has its own
-        and :class:`ActorGoals` pools them all)."""
-        if isinstance(self.goals, ActorGoals):
-            return self.goals.metrics()
-        evaluation = {k: v for k, v in self.eval_goals.metrics().items()
-                      if not k.startswith("budget_")}
-        return pool_lm_metrics([self.goals.metrics(), evaluation])
-
-    def _lm_counts(self) -> dict[str, float]:
-        """The run's LM counters: this part's added to its earlier parts' (a resumed run)."""
-        return lm_counts_on(self.lm_before, self._lm_part())
-
-    def _lm_metrics(self) -> dict[str, float]:
-        return {f"lm/{k}": v for k, v in self._lm_counts().items()}
-
-    def lm_spent(self) -> float:
-        """LM dollars the whole run has spent: its earlier parts' (a resumed run) and this
-        part's (every process's, as last reported)."""
-        return self.lm_spent_before + self._lm_part().get("budget_spent", 0.0)
-
-    def _close_lm(self) -> dict[str, float]:
-        """Close both suggesters: a non-blocking one lets its requests in flight finish, so
-        their answers are cached and counted. Returns the LM metrics when they changed since
-        they were last logged (for a last ``lm/`` row), else {}."""
-        self.goals.close()
-        self.eval_goals.close()
-        final = self._lm_metrics()
-        return final if final != self._lm_logged else {}
 
     # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:
@@ -364,8 +352,8 @@ class Workspace(ActorLoop):
             "rng": rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
             "actor_env_episodes": list(self.actor_env_episodes),
-            "lm_spent": self.lm_spent(),
-            "lm_metrics": self._lm_counts(),
+            "lm_spent": self.lm.spent(),
+            "lm_metrics": self.lm.counts(),
         }
         text = getattr(self.agent, "text", None)
         if self.cfg.save_buffer and text is not None:  # the replay is kept: so are its texts'
@@ -395,4 +383,4 @@ class Workspace(ActorLoop):
             log.info("text embeddings: %d taken from %s", text.load_embeddings(saved), saved)
 
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "updates_due"]

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from conftest import PRETRAIN, ROOT, TINY, csv_rows, find_run, train_env
@@ -24,12 +23,11 @@ from ellm.actors import (
     ActorPool,
     actor_seed,
     lm_budget_share,
-    lm_counts_on,
-    pool_lm_metrics,
 )
-from ellm.actors.loop import updates_due
 from ellm.actors.shared import SharedPolicy
 from ellm.agent import DQNAgent
+from ellm.lm_usage import lm_counts_on, pool_lm_metrics
+from ellm.workspace import updates_due
 
 SEED_FRAMES, EVERY = 60, 4  # TINY's num_seed_frames, the default agent.update_every_steps
 # Episodes of 80 steps: two chunks each (64 + 16), so the two actors' chunks interleave.
@@ -113,6 +111,7 @@ def test_shared_weights_reach_an_actor_only_when_their_version_moved():
     assert torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
 
 
+@pytest.mark.e2e
 def test_an_actor_that_raises_stops_the_run_with_its_traceback(caplog):
     cfg = _config()
     cfg.env_spec.name = "NoSuchGame-v0"  # the actor fails to build its env
@@ -123,6 +122,7 @@ def test_an_actor_that_raises_stops_the_run_with_its_traceback(caplog):
     assert pool.processes[0].exitcode == 1
 
 
+@pytest.mark.e2e
 def test_frames_are_the_totals_of_all_actors_and_updates_keep_the_ratio(train, tmp_path):
     train(*ACTORS, "num_train_frames=320", "exp_name=ACT")
     out = find_run(tmp_path, "ACT")
@@ -147,6 +147,7 @@ def test_frames_are_the_totals_of_all_actors_and_updates_keep_the_ratio(train, t
     assert queries == sorted(queries) and queries[-1] > queries[2] > 0  # on from the snapshot
 
 
+@pytest.mark.e2e
 def test_the_texts_actors_embedded_to_act_reach_the_learner(train, tmp_path):
     # Half the actors' steps greedy, so that they embed texts to act (a greedy policy may end
     # an episode early, which the accounting test above rules out by acting at random).
@@ -237,6 +238,7 @@ def _gone(pids, timeout: float = 30.0) -> bool:
     return False
 
 
+@pytest.mark.e2e
 def test_an_actor_killed_mid_run_stops_the_run_naming_it(start):
     proc, out, pids = start("KILLACTOR")
     os.kill(pids[1], signal.SIGKILL)
@@ -247,6 +249,7 @@ def test_an_actor_killed_mid_run_stops_the_run_naming_it(start):
     assert _gone(pids.values())
 
 
+@pytest.mark.e2e
 def test_kill_9_of_the_main_process_leaves_no_actor(start):
     proc, _, pids = start("KILLMAIN")
     assert len(pids) == 2 and all(_alive(pid) for pid in pids.values())
@@ -255,6 +258,7 @@ def test_kill_9_of_the_main_process_leaves_no_actor(start):
     assert _gone(pids.values()), "an actor outlived the main process"
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_the_actors_and_the_run_cleanly(start):
     proc, out, pids = start("CTRLC")
     proc.send_signal(signal.SIGINT)
@@ -266,6 +270,7 @@ def test_ctrl_c_stops_the_actors_and_the_run_cleanly(start):
     assert "did not stop" not in log and "was still starting" not in log  # each by itself
 
 
+@pytest.mark.e2e
 def test_ctrl_c_while_the_actors_start_up_does_not_wait_for_them(start):
     """An actor still importing and building (4-8 s here) has sent nothing: it is terminated
     at once, not waited for until it would see the stop event. The SIGINT comes once the main
@@ -287,26 +292,3 @@ def test_ctrl_c_while_the_actors_start_up_does_not_wait_for_them(start):
     ready = [f"actor {i}: ready in " in log for i in pids]
     assert all(s != r for s, r in zip(stopped, ready, strict=True)), log
     assert any(stopped), "both actors were built before the Ctrl-C: nothing was tested"
-
-
-def test_one_actor_is_the_one_process_loop(tmp_path):
-    """num_actors=1 runs no actor: the same run as the default, value for value."""
-    from conftest import run_train
-
-    runs = {}
-    for name, extra in (("DEFAULT", []), ("ONE", ["num_actors=1"])):
-        cwd = tmp_path / name
-        cwd.mkdir()
-        run_train(cwd, *PRETRAIN, *TINY, f"exp_name={name}", *extra)
-        runs[name] = find_run(cwd, name)
-    assert "actor 0 started" not in (runs["ONE"] / "train.log").read_text()
-    timed = {"fps", "latency_s"}
-    for csv in ("train.csv", "eval.csv", "lm.csv", "reward.csv", "achievements.csv"):
-        a, b = csv_rows(runs["DEFAULT"] / csv), csv_rows(runs["ONE"] / csv)
-        assert len(a) == len(b) > 0, csv
-        for row_a, row_b in zip(a, b):
-            assert {k: v for k, v in row_a.items() if k not in timed} == \
-                {k: v for k, v in row_b.items() if k not in timed}, csv
-    frames = [np.load(p)["frame"] for p in sorted((runs["ONE"] / "buffer").glob("*.npz"))]
-    default = [np.load(p)["frame"] for p in sorted((runs["DEFAULT"] / "buffer").glob("*.npz"))]
-    assert all(np.array_equal(x, y) for x, y in zip(frames, default, strict=True))

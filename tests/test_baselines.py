@@ -31,7 +31,14 @@ from baselines.intrinsic import (
 )
 from baselines.rnd import RND, RNDAgent
 from ellm.agent import DQNAgent, read_metrics
-from ellm.replay import ReplayStorage, StringTable, make_replay_loader, nstep_targets
+from ellm.replay import (
+    EpisodeStart,
+    ReplayStorage,
+    Row,
+    StringTable,
+    make_replay_loader,
+    nstep_targets,
+)
 from ellm.reward import BatchReward
 
 GAMMA = 0.99
@@ -57,11 +64,11 @@ def write_episodes(replay_dir: Path, lengths: list[int]) -> StringTable:
     strings = StringTable(replay_dir / "strings.jsonl")
     storage = ReplayStorage(replay_dir, strings)
     for ep, length in enumerate(lengths):
-        storage.add_first(frame(ep, 0), f"text {ep} 0", "")
+        storage.add_first(EpisodeStart(frame(ep, 0), f"text {ep} 0", ""))
         for t in range(1, length + 1):
             last = t == length
-            storage.add(frame(ep, t), t % NUM_ACTIONS, 0.25, 0.0 if last and ep % 2 else 1.0,
-                        f"text {ep} {t}", "", last, game_reward=game_reward_of(ep, t))
+            storage.add(Row(frame(ep, t), t % NUM_ACTIONS, 0.25, 0.0 if last and ep % 2 else 1.0,
+                            f"text {ep} {t}", "", last, game_reward_of(ep, t)))
     return strings
 
 
@@ -271,6 +278,7 @@ def test_icm_losses_exact_with_an_inverse_classifier_over_discrete_actions():
     assert icm.encoder.weight.grad is not None and icm.encoder.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_icm_inverse_model_learns_which_action_was_taken():
     torch.manual_seed(0)
     apt = APT((4,), num_actions=4, hidden_dim=32, rep_dim=8, lr=1e-2)
@@ -443,6 +451,7 @@ def test_a_dqn_has_no_plugin_and_takes_any_batch_reward_plugin(replay, monkeypat
     assert all(b is batch for _, b in plugins[0].calls)
 
 
+@pytest.mark.slow
 def test_language_module_reads_the_window_texts(replay, embedder):
     replay_dir, strings = replay
     batch = sample(replay_dir, batch_size=16)
@@ -462,6 +471,7 @@ def test_language_module_reads_the_window_texts(replay, embedder):
 @pytest.mark.parametrize("cls, kwargs", [
     (RNDAgent, {}), (RNDAgent, {"noveld": True}), (ICMAPTAgent, {"knn_k": 4}),
 ])
+@pytest.mark.slow
 def test_pixel_only_agents_train_and_resume_exactly(replay, cls, kwargs):
     batch = sample(replay[0], batch_size=16)
     agent = cls(OBS_SHAPE, NUM_ACTIONS, use_extr_rew=True, **SMALL, **kwargs)  # no text at all

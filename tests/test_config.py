@@ -168,7 +168,7 @@ def test_a_spelling_that_contradicts_the_method_is_refused(overrides, message):
 
 def test_what_each_method_makes_the_loop_do():
     assert METHODS["ellm"].goal_reward and not METHODS["ellm"].game_reward
-    assert METHODS["rnd"].batch_reward and not METHODS["rnd"].goal_reward
+    assert not METHODS["rnd"].goal_reward
     assert not METHODS["random"].learns and METHODS["random"].game_reward
     cfg = config("method=rnd", "use_extr_rew=True", "agent.extr_rew_weight=0.5")
     assert METHODS["rnd"].game_weight(cfg) == 0.5

@@ -18,7 +18,7 @@ GAMES = ("text_crafter", "text_housekeep")
 CORE = ("ellm/workspace.py", "ellm/evaluate.py", "ellm/rollout.py", "ellm/reward.py",
         "ellm/goals.py", "ellm/agent.py", "ellm/config.py", "ellm/methods.py",
         "ellm/lm/base.py", "ellm/lm/__init__.py", "ellm/build.py", "ellm/actors/worker.py",
-        "ellm/actors/loop.py", "ellm/actors/pool.py")
+        "ellm/collect.py", "ellm/actors/collector.py", "ellm/actors/pool.py")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -16,7 +16,9 @@ import torch
 from ellm.replay import (
     Batch,
     EpisodeShard,
+    EpisodeStart,
     ReplayStorage,
+    Row,
     StringTable,
     list_episode_files,
     load_episode,
@@ -39,6 +41,10 @@ def frame(ep: int, t: int) -> np.ndarray:
     return f
 
 
+def row(f: np.ndarray, last: bool, action: int = 0, text: str = "") -> Row:
+    return Row(f, action, 0.0, 1.0, text, "", last, 0.0)
+
+
 def reward_of(ep: int, t: int) -> float:
     return ((ep * 7 + t) % 5 - 2) * 0.75  # -1.5 .. 1.5: clipping matters
 
@@ -55,12 +61,12 @@ class Episodes:
         ep = self.storage.num_episodes
         rewards = rewards or [reward_of(ep, t) for t in range(1, length + 1)]
         discounts = [0.0 if terminal and t == length else 1.0 for t in range(1, length + 1)]
-        self.storage.add_first(frame(ep, 0), f"text {ep} 0", f"goal {ep} 0")
+        self.storage.add_first(EpisodeStart(frame(ep, 0), f"text {ep} 0", f"goal {ep} 0"))
         for t in range(1, length + 1):
-            self.storage.add(
+            self.storage.add(Row(
                 frame(ep, t), 100 * ep + t, rewards[t - 1], discounts[t - 1],
-                f"text {ep} {t}", f"goal {ep} {t}", last=t == length,
-            )
+                f"text {ep} {t}", f"goal {ep} {t}", t == length, rewards[t - 1],
+            ))
         self.truth[ep] = ([0.0, *rewards], [1.0, *discounts])
         return ep
 
@@ -256,22 +262,48 @@ def test_storage_file_layout_and_resumed_numbering(tmp_path):
     (tmp_path / "000000_3.npz").unlink()  # e.g. dropped with save_buffer=False
     resumed = ReplayStorage(tmp_path, StringTable(tmp_path / "strings.jsonl"))
     assert (resumed.num_episodes, resumed.num_transitions) == (1, 2)
-    resumed.add_first(frame(9, 0), "", "")
-    resumed.add(frame(9, 1), 0, 0.0, 1.0, "", "", last=True)
+    resumed.add_first(EpisodeStart(frame(9, 0), "", ""))
+    resumed.add(row(frame(9, 1), last=True))
     assert (tmp_path / "000002_1.npz").exists()
 
 
 def test_storage_rejects_misuse(tmp_path):
     storage = ReplayStorage(tmp_path, StringTable(tmp_path / "s.jsonl"))
     with pytest.raises(RuntimeError):
-        storage.add(frame(0, 1), 0, 0.0, 1.0, "", "", last=False)
+        storage.add(row(frame(0, 1), last=False))
     with pytest.raises(ValueError):
-        storage.add_first(frame(0, 0).astype(np.float32), "", "")
-    storage.add_first(frame(0, 0), "", "")
+        storage.add_first(EpisodeStart(frame(0, 0).astype(np.float32), "", ""))
+    storage.add_first(EpisodeStart(frame(0, 0), "", ""))
     with pytest.raises(RuntimeError):
-        storage.add_first(frame(0, 0), "", "")
+        storage.add_first(EpisodeStart(frame(0, 0), "", ""))
     with pytest.raises(ValueError):
-        storage.add(np.zeros((84, 83), np.uint8), 0, 0.0, 1.0, "", "", last=True)
+        storage.add(row(np.zeros((84, 83), np.uint8), last=True))
+    with pytest.raises(ValueError):
+        storage.add(Row(frame(0, 1), 0, 0.0, 1.5, "", "", True, 0.0))
+
+
+def test_storage_keeps_one_open_episode_per_source(tmp_path):
+    """Actors' steps arrive interleaved: each source's episode is written whole when it ends,
+    and one still open when the run stops is never written."""
+    storage = ReplayStorage(tmp_path, StringTable(tmp_path / "s.jsonl"))
+    storage.add_first(EpisodeStart(frame(0, 0), "a0", ""), source=0)
+    storage.add_first(EpisodeStart(frame(1, 0), "b0", ""), source=1)
+    storage.add_first(EpisodeStart(frame(2, 0), "c0", ""), source=2)
+    storage.add(row(frame(1, 1), last=False, action=1, text="b1"), source=1)
+    storage.add(row(frame(0, 1), last=False, action=1, text="a1"), source=0)
+    storage.add(row(frame(1, 2), last=False, action=2, text="b2"), source=1)
+    storage.add(row(frame(0, 2), last=True, action=2, text="a2"), source=0)
+    storage.add(row(frame(2, 1), last=False), source=2)
+    storage.add(row(frame(1, 3), last=True, action=3, text="b3"), source=1)
+    with pytest.raises(RuntimeError):
+        storage.add(row(frame(0, 4), last=True), source=0)  # source 0's episode has ended
+    files = list_episode_files(tmp_path)
+    assert [(f.index, f.length) for f in files] == [(0, 2), (1, 3)]  # in the order they ended
+    a, b = (load_episode(f.path) for f in files)
+    assert a["frame"][:, 0, 0].tolist() == [0, 0, 0] and a["action"].tolist() == [0, 1, 2]
+    assert b["frame"][:, 0, 0].tolist() == [1, 1, 1, 1] and b["action"].tolist() == [0, 1, 2, 3]
+    assert [storage.strings[i] for i in b["text_obs"]] == ["b0", "b1", "b2", "b3"]
+    assert (storage.num_episodes, storage.num_transitions) == (2, 5)  # source 2 never ended
 
 
 def test_interrupted_write_leaves_no_visible_episode(tmp_path, monkeypatch):
@@ -301,17 +333,17 @@ _WRITER = """
 import sys
 from pathlib import Path
 import numpy as np
-from ellm.replay.storage import ReplayStorage
+from ellm.replay.storage import EpisodeStart, ReplayStorage, Row
 from ellm.replay.strings import StringTable
 d = Path(sys.argv[1])
 storage = ReplayStorage(d, StringTable(d / "strings.jsonl"))
 rng = np.random.default_rng(storage.num_episodes)
 while True:
     ep = storage.num_episodes
-    storage.add_first(rng.integers(0, 255, (84, 84), np.uint8), f"{ep} 0", "goal")
+    storage.add_first(EpisodeStart(rng.integers(0, 255, (84, 84), np.uint8), f"{ep} 0", "goal"))
     for t in range(1, 21):
-        storage.add(rng.integers(0, 255, (84, 84), np.uint8), t, 1.0, 1.0, f"{ep} {t}", "goal",
-                    last=t == 20)
+        storage.add(Row(rng.integers(0, 255, (84, 84), np.uint8), t, 1.0, 1.0, f"{ep} {t}",
+                        "goal", t == 20, 1.0))
     print(ep, flush=True)
 """
 

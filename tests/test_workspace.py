@@ -1,17 +1,25 @@
 """The training loop in process: a checkpoint round trip restores the agent, the counters and
-the random streams exactly, and the run records what it is."""
+the random streams exactly, the run records what it is, and the actors' chunks make the same
+run as this process's rollout."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, csv_rows
 from hydra import compose, initialize_config_dir
 
 import ellm
 from ellm import checkpoint
+from ellm.actors import ActorCollector, ActorGoals
+from ellm.actors.messages import ChunkWriter
+from ellm.collect import EpisodeEnd
+from ellm.timing import Timer
 from ellm.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,3 +63,67 @@ def _tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:
         elif isinstance(value, (dict, list, tuple)):
             out.update(_tensors(value, f"{prefix}{key}."))
     return out
+
+
+class ActorsHere:
+    """The pool's side an :class:`ActorCollector` talks to, served by the workspace's own
+    rollout and agent: the chunks an actor would send (of up to ``steps`` steps, closed at an
+    episode's end), made in this process from the same seed as the one-process run."""
+
+    def __init__(self, ws: Workspace, steps: int):
+        self.ws, self.steps = ws, steps
+        self.writer = ChunkWriter(0, ws.inputs)
+        self.in_episode, self.taken = False, 0
+
+    def receive(self):
+        rollout = self.ws.rollout
+        if not self.in_episode:
+            self.writer.start(rollout.reset(), rollout)
+            self.in_episode = True
+        while True:
+            step = rollout.step(lambda inputs: self.ws.agent.act(inputs, self.ws.frame, False))
+            self.writer.add(step)
+            if step.last or len(self.writer) == self.steps:
+                self.in_episode = not step.last
+                end = EpisodeEnd.of(rollout, step.info, Timer()) if step.last else None
+                return self.writer.take(end, None)
+
+    def took(self, actor: int, frames: int, run_frame: int, decay_from: int | None) -> None:
+        self.taken += frames
+
+    def publish(self, state) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_the_actors_chunks_make_the_same_run_as_this_process(tmp_path, monkeypatch):
+    """The one loop over either collector: the same seed gives the same replay rows, the same
+    updates at the same frames and the same training rows, whether the steps come from this
+    process's rollout or as actors' chunks (here made in process, with epsilon held at 1 so
+    that acting ahead of the learner chooses the same actions)."""
+    same = ("num_train_frames=400", "eval_every_frames=400", "env_spec.length=50",
+            "agent.train_eps_min=1")
+    local = workspace(tmp_path / "local", *same)
+    local.train()
+    actors = workspace(tmp_path / "actors", *same)
+    here = ActorsHere(actors, steps=16)
+
+    @contextlib.contextmanager
+    def collector():
+        yield ActorCollector(here, actors.agent, ActorGoals(actors.eval_goals), [0], 100,
+                             lambda: (actors.frame, actors.first_reward_frame))
+
+    monkeypatch.setattr(actors, "_collector", collector)
+    actors.train()
+    assert local.agent.num_updates == actors.agent.num_updates > 50
+    files = [sorted((ws.run_dir / "buffer").glob("*.npz")) for ws in (local, actors)]
+    assert [f.name for f in files[0]] == [f.name for f in files[1]] and len(files[0]) >= 7
+    for a, b in zip(*files):
+        with np.load(a) as x, np.load(b) as y:
+            assert all(np.array_equal(x[k], y[k]) for k in x.files), a.name
+    rows = [csv_rows(ws.run_dir / "train.csv") for ws in (local, actors)]
+    untimed = [[{k: v for k, v in r.items() if k != "fps" and not k.startswith("time")}
+                for r in run] for run in rows]
+    assert untimed[0] == untimed[1] and len(untimed[0]) >= 7
+    assert float(rows[1][-1]["updates"]) == actors.agent.num_updates
+    assert here.taken >= 400 - 16  # the pool heard of every chunk the loop finished

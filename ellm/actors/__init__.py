@@ -7,13 +7,15 @@ arrange them: rollout workers in processes of their own, one learner, shared mem
   that throttle the actors;
 - :mod:`.pool`: the main process starts, feeds from and stops the actors, and stops the run
   naming an actor that raised or died;
-- :mod:`.learner`: the main process keeps each actor's open episode and writes it to the
-  replay, whose only writer it is.
+- :mod:`.collector`: the training loop takes the chunks' steps one at a time, as it takes
+  its own rollout's (:mod:`ellm.collect`);
+- :mod:`.learner`: the actors' LM counters, pooled with the learner's.
 """
 
-from ellm.actors.learner import ActorGoals, OpenEpisodes, lm_counts_on, pool_lm_metrics
-from ellm.actors.messages import CHUNK_STEPS, Chunk, EpisodeEnd
+from ellm.actors.collector import ActorCollector
+from ellm.actors.learner import ActorGoals
+from ellm.actors.messages import CHUNK_STEPS, Chunk
 from ellm.actors.pool import ActorFailed, ActorPool, actor_seed, lm_budget_share
 
-__all__ = ["CHUNK_STEPS", "ActorFailed", "ActorGoals", "ActorPool", "Chunk", "EpisodeEnd",
-           "OpenEpisodes", "actor_seed", "lm_budget_share", "lm_counts_on", "pool_lm_metrics"]
+__all__ = ["CHUNK_STEPS", "ActorCollector", "ActorFailed", "ActorGoals", "ActorPool", "Chunk",
+           "actor_seed", "lm_budget_share"]

@@ -28,10 +28,11 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter, EpisodeEnd
+from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter
 from ellm.actors.shared import ENDING, RUNNING, Shared, SharedPolicy
 from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import seed_everything
+from ellm.collect import EpisodeEnd
 from ellm.games import EpisodeCounted, find_game
 from ellm.lm.watch import die_with_parent
 from ellm.methods import resolve_method

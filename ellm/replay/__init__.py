@@ -1,7 +1,8 @@
 """Replay: episodes as compressed files in the run dir, n-step batches sampled from them.
 
 - :class:`StringTable`: texts (observations, goals) stored once, referenced by int ids.
-- :class:`ReplayStorage`: the main process appends steps and writes each finished episode.
+- :class:`ReplayStorage`: the main process appends :class:`Row` s and writes each finished
+  episode.
 - :func:`make_replay_loader`: endless :class:`Batch` es, in-process or from DataLoader workers
   that each hold a disjoint shard of the episodes.
 """
@@ -9,7 +10,7 @@
 import importlib
 from typing import Any
 
-from ellm.replay.storage import ReplayStorage, list_episode_files, load_episode
+from ellm.replay.storage import EpisodeStart, ReplayStorage, Row, list_episode_files, load_episode
 from ellm.replay.strings import StringTable
 
 # The sampling side needs torch (seconds to import); the storage side does not, so tools that
@@ -31,7 +32,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [  # the names of _LAZY spelled out, so that linters see strings
     "Batch",
     "EpisodeShard",
+    "EpisodeStart",
     "ReplayStorage",
+    "Row",
     "StringTable",
     "list_episode_files",
     "load_episode",

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ellm.replay.loader import ReplayDataset, ShardSampler, make_replay_loader
 from ellm.replay.sampling import EpisodeShard
-from ellm.replay.storage import ReplayStorage, list_episode_files, load_episode
+from ellm.replay.storage import EpisodeStart, ReplayStorage, Row, list_episode_files, load_episode
 from ellm.replay.strings import StringTable
 
 GAMMA, NSTEP, STACK, BATCH = 0.99, 3, 4, 64
@@ -109,9 +109,9 @@ def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
     for ep in range(episodes):
         frames = crafter_frames(length, seed=ep)
         t = time.perf_counter()
-        storage.add_first(frames[0], f"text {ep} 0", "goal")
+        storage.add_first(EpisodeStart(frames[0], f"text {ep} 0", "goal"))
         for i, f in enumerate(frames[1:], 1):
-            storage.add(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length)
+            storage.add(Row(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length, 0.1))
         write_s += time.perf_counter() - t
     n = storage.num_transitions
     disk = sum(f.path.stat().st_size for f in list_episode_files(d))

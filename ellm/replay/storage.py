@@ -6,8 +6,9 @@ the action a_t taken in obs_{t-1}, reward r_t and discount d_t (0 iff the episod
 step t). Arrays: ``frame`` uint8 [T+1, H, W] (one grayscale frame per step, not stacked),
 ``action`` int32, ``reward`` float32 (what the run trains on: the LM reward, or the game reward
 for ``CrafterReward-v1``), ``discount`` float32, ``text_obs`` and ``goal`` int32 ids into a
-:class:`~ellm.replay.strings.StringTable`, ``game_reward`` float32 (the environment's own reward,
-kept beside ``reward`` so that baselines can add it to their intrinsic reward).
+:class:`~ellm.replay.strings.StringTable`, ``game_reward`` float32 (the environment's own reward
+beside ``reward``: the learner logs its n-step return as ``game_return``, how much of the game's
+reward the sampled batches hold, which no other column shows for intrinsic-reward runs).
 """
 
 from __future__ import annotations
@@ -33,6 +34,29 @@ EPISODE_DTYPES: dict[str, type] = {
 }
 _EPISODE_NAME = re.compile(r"^(\d+)_(\d+)\.npz$")
 _TMP_SUFFIX = ".tmp"  # temp files are ".{final name}.tmp": they never match _EPISODE_NAME
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    """An episode's reset observation: entry 0 of its file."""
+
+    frame: np.ndarray  # uint8 [H, W]
+    text: str
+    goal: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One step as the replay stores it (see the module docstring)."""
+
+    frame: np.ndarray  # uint8 [H, W], the new grayscale frame
+    action: int
+    reward: float  # what the run trains on
+    discount: float  # 0.0 iff the episode terminated at this step
+    text: str
+    goal: str
+    last: bool  # the episode ends here (termination or truncation)
+    game_reward: float
 
 
 @dataclass(frozen=True)
@@ -87,11 +111,13 @@ def load_episode(path: Path) -> dict[str, np.ndarray]:
 
 
 class ReplayStorage:
-    """Main process: collects the current episode and writes it as one file when it ends.
+    """Main process: collects the open episodes and writes each as one file when it ends.
 
-    ``num_episodes``/``num_transitions`` count the episode files found in ``replay_dir`` at start
-    plus those written since; numbering continues after the highest index found. Leftover temp
-    files of a killed run are deleted.
+    Episodes are open per ``source`` (an actor's index; 0 in one process), so that steps of
+    several actors may arrive interleaved; an episode still open when the run stops is never
+    written. ``num_episodes``/``num_transitions`` count the episode files found in
+    ``replay_dir`` at start plus those written since; numbering continues after the highest
+    index found. Leftover temp files of a killed run are deleted.
     """
 
     def __init__(self, replay_dir: Path, strings: StringTable) -> None:
@@ -104,58 +130,40 @@ class ReplayStorage:
         self._next_index = files[-1].index + 1 if files else 0
         self.num_episodes = len(files)
         self.num_transitions = sum(f.length for f in files)
-        self._current: dict[str, list] | None = None
+        self._open: dict[int, dict[str, list]] = {}
 
-    @property
-    def in_episode(self) -> bool:
-        """True between :meth:`add_first` and the ``add(..., last=True)`` that ends the episode."""
-        return self._current is not None
-
-    def add_first(self, frame: np.ndarray, text_obs: str, goal: str) -> None:
-        """Start an episode with its reset observation (a uint8 [H, W] grayscale frame)."""
-        if self._current is not None:
-            n = len(self._current["frame"]) - 1
-            raise RuntimeError(f"add_first while an episode is open ({n} steps, not ended by last)")
-        frame = self._check_frame(frame, None)
-        self._current = {
-            "frame": [frame],
+    def add_first(self, start: EpisodeStart, source: int = 0) -> None:
+        """Open an episode of ``source`` with its reset observation."""
+        if source in self._open:
+            n = len(self._open[source]["frame"]) - 1
+            raise RuntimeError(f"add_first while an episode of source {source} is open "
+                               f"({n} steps, not ended by last)")
+        self._open[source] = {
+            "frame": [self._check_frame(start.frame, None)],
             "action": [0],
             "reward": [0.0],
             "discount": [1.0],
-            "text_obs": [self.strings.id(text_obs)],
-            "goal": [self.strings.id(goal)],
+            "text_obs": [self.strings.id(start.text)],
+            "goal": [self.strings.id(start.goal)],
             "game_reward": [0.0],
         }
 
-    def add(
-        self,
-        frame: np.ndarray,
-        action: int,
-        reward: float,
-        discount: float,
-        text_obs: str,
-        goal: str,
-        last: bool,
-        game_reward: float | None = None,
-    ) -> None:
-        """Append one step. ``discount`` is 0.0 iff the episode terminated at this step;
-        ``last`` ends the episode (termination or truncation) and writes its file;
-        ``game_reward`` is the environment's reward when ``reward`` is another one (None: the
-        same as ``reward``)."""
-        ep = self._current
+    def add(self, row: Row, source: int = 0) -> None:
+        """Append one step to ``source``'s open episode; ``row.last`` writes its file."""
+        ep = self._open.get(source)
         if ep is None:
-            raise RuntimeError("add before add_first")
-        if not 0.0 <= discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {discount}")
-        ep["frame"].append(self._check_frame(frame, ep["frame"][0].shape))
-        ep["action"].append(int(action))
-        ep["reward"].append(float(reward))
-        ep["discount"].append(float(discount))
-        ep["text_obs"].append(self.strings.id(text_obs))
-        ep["goal"].append(self.strings.id(goal))
-        ep["game_reward"].append(float(reward if game_reward is None else game_reward))
-        if last:
-            self._current = None
+            raise RuntimeError(f"add before add_first (source {source})")
+        if not 0.0 <= row.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {row.discount}")
+        ep["frame"].append(self._check_frame(row.frame, ep["frame"][0].shape))
+        ep["action"].append(int(row.action))
+        ep["reward"].append(float(row.reward))
+        ep["discount"].append(float(row.discount))
+        ep["text_obs"].append(self.strings.id(row.text))
+        ep["goal"].append(self.strings.id(row.goal))
+        ep["game_reward"].append(float(row.game_reward))
+        if row.last:
+            del self._open[source]
             self._write(ep)
 
     @staticmethod

@@ -1,0 +1,109 @@
+"""Where the training loop's steps come from: this process's rollout, or the actors'.
+
+A collector hands the loop one :class:`Collected` step at a time, in the order it counts them.
+:class:`LocalCollector` steps the run's rollout here; :class:`ellm.actors.ActorCollector`
+takes the steps of the chunks the actors send. The loop (:meth:`ellm.workspace.Workspace.train`)
+stores, counts, updates, logs and evaluates the same way for both.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ellm.inputs import AgentInputs
+from ellm.replay import EpisodeStart, Row
+from ellm.rollout import Rollout, Step
+from ellm.timing import Timer
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """What the logger needs of a finished episode, as :meth:`of` takes it from the rollout."""
+
+    summary: dict[str, float]  # Rollout.summary()
+    stats: dict[str, Any]  # the game's episode stats (info["episode_stats"])
+    reward_metrics: list[str]  # the per-step rewards' episode metrics (keys of summary)
+    times: dict[str, float]  # each timed section's share of the episode's wall time
+    fps: float  # the episode's frames per second
+    lm: dict[str, float] = field(default_factory=dict)  # its goal source's lm/ counters
+
+    @classmethod
+    def of(cls, rollout: Rollout, info: Any, timer: Timer, lm: dict[str, float] | None = None
+           ) -> EpisodeEnd:
+        summary = rollout.summary()
+        return cls(summary, dict(info["episode_stats"]),
+                   [k for r in rollout.rewards for k in r.episode_metrics()],
+                   timer.fractions(), summary["length"] / timer.elapsed(), dict(lm or {}))
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One step for the loop: its replay row, the episode stream it belongs to (an actor's
+    index; 0 here), the episode's reset observation when this step opens an episode the
+    collector has not started itself, and the episode's end when this step ends it."""
+
+    row: Row
+    source: int = 0
+    start: EpisodeStart | None = None
+    end: EpisodeEnd | None = None
+
+
+class Collector(Protocol):
+    def begin(self) -> list[tuple[int, EpisodeStart]]:
+        """The episodes it opens before its first step, as (source, reset observation)."""
+
+    def next(self, timer: Timer) -> Collected:
+        """The next step; ``timer`` times its sections in the loop's current log window."""
+
+    def restart(self, source: int) -> EpisodeStart | None:
+        """After ``source``'s episode ended and was logged: the next one's reset observation,
+        or None where it comes with that episode's first step."""
+
+
+def row_of(step: Step, inputs: AgentInputs) -> Row:
+    """The replay row of a rollout step."""
+    return Row(step.frame, step.action, step.reward, float(step.info["discount"]),
+               inputs.text(step.obs), inputs.goal(step.goals), step.last, step.game_reward)
+
+
+def start_of(frame: Any, rollout: Rollout) -> EpisodeStart:
+    """The replay's first row of the episode ``rollout`` has just reset to."""
+    return EpisodeStart(frame, rollout.inputs.text(rollout.obs),
+                        rollout.inputs.goal(rollout.goals))
+
+
+@dataclass
+class LogWindow:
+    """What the loop gathers between two training rows: its sections' timer (the collector's,
+    the replay's sampling, the updates) and the update metrics (``ellm.agent.mean_metrics``)."""
+
+    frame: int  # the frame counter when it opened
+    timer: Timer = field(default_factory=Timer)
+    updates: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+
+
+class LocalCollector:
+    """This process steps the env with the learner's own agent (``act``)."""
+
+    def __init__(self, rollout: Rollout, act: Callable[[dict[str, Any]], int]):
+        self.rollout, self.act = rollout, act
+
+    def begin(self) -> list[tuple[int, EpisodeStart]]:
+        return [(0, self.restart(0))]
+
+    def next(self, timer: Timer) -> Collected:
+        step = self.rollout.step(self.act, timer)
+        end = EpisodeEnd.of(self.rollout, step.info, timer) if step.last else None
+        return Collected(row_of(step, self.rollout.inputs), end=end)
+
+    def restart(self, source: int) -> EpisodeStart:
+        # Reset now, before the loop's evaluation at this frame: the next episode's first
+        # goals are asked (and counted in lm/) before that evaluation's row, as always.
+        return start_of(self.rollout.reset(), self.rollout)
+
+
+__all__ = ["Collected", "Collector", "EpisodeEnd", "LocalCollector", "LogWindow", "row_of",
+           "start_of"]
