@@ -178,6 +178,7 @@ def test_text_encoder_is_the_packaged_pretrained_model_and_stays_frozen(embedder
     assert n_saved == sum(p.numel() for p in agent.online.parameters()) < 5_000_000
 
 
+@pytest.mark.slow
 def test_update_embeds_each_string_once(embedder, monkeypatch) -> None:
     strings = CountingStrings("once")
     agent = make_agent(embedder, use_goal=True, use_language_state="sbert", strings=strings)
@@ -261,6 +262,7 @@ def test_guided_exploration_frequency(embedder) -> None:
 
 
 # ----------------------------------------------------------------------------- configuration
+@pytest.mark.slow
 def test_finetune_settings_select_exactly_the_intended_parameters(embedder) -> None:
     all_names = {n for n, _ in make_agent(embedder, use_goal=True).online.named_parameters()}
     heads = {n for n in all_names if n.startswith(("value.", "advantage."))}
@@ -302,6 +304,7 @@ def test_text_inputs_need_an_embedder() -> None:
         DQNAgent(OBS_SHAPE, NUM_ACTIONS, use_image=False)
 
 
+@pytest.mark.slow
 def test_building_an_agent_does_not_import_the_lm_stack() -> None:
     import subprocess
     import sys
@@ -439,6 +442,7 @@ def test_target_network_sync(embedder) -> None:
         torch.testing.assert_close(p_t, 0.75 * o + 0.25 * p)
 
 
+@pytest.mark.slow
 def test_learning_reduces_loss_on_a_fixed_batch(embedder) -> None:
     agent = make_agent(embedder, use_goal=True, lr=1e-3, critic_target_update_every_steps=10**9)
     batch = make_batch(16)

@@ -104,6 +104,7 @@ def test_embeddings_recorded_in_one_cache_serve_another_without_encoding(embedde
     assert calls == [["you see water"]] and other.encoded == 1
 
 
+@pytest.mark.slow
 def test_a_saved_cache_serves_a_new_encoder_without_encoding(tmp_path, monkeypatch):
     """A resumed run takes the entries its last snapshot saved instead of encoding them again;
     both kinds of key (one string; one or two texts of the paper setting's encoder) survive."""
@@ -129,6 +130,7 @@ def test_a_saved_cache_serves_a_new_encoder_without_encoding(tmp_path, monkeypat
     assert np.array_equal(again.embed(pairs), pair_vectors) and again.encoded == 0
 
 
+@pytest.mark.slow
 def test_a_saved_cache_of_another_encoder_is_not_used(tmp_path, caplog):
     """Entries of another random transformer (seed), of a changed model or of a broken file are
     refused with a warning naming the file, and the cache stays empty."""

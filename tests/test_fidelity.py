@@ -260,6 +260,7 @@ def _padded_layout_embedding(encoder, state: str, goal: str):
     return torch.nn.functional.normalize(pooled, dim=1)[0].numpy()
 
 
+@pytest.mark.slow
 def test_paper_text_input_is_state_and_goal_in_one_pass_of_the_padded_layout(sentence_embedder):
     import numpy as np
 
@@ -275,6 +276,7 @@ def test_paper_text_input_is_state_and_goal_in_one_pass_of_the_padded_layout(sen
     assert float(joint @ alone[0]) < 0.999 and float(joint @ alone[1]) < 0.999
 
 
+@pytest.mark.slow
 def test_paper_text_encoder_reinitialises_every_linear_layer_and_nothing_else(sentence_embedder):
     import torch
 
@@ -303,6 +305,7 @@ def test_paper_text_encoder_reinitialises_every_linear_layer_and_nothing_else(se
     assert (same == encoder.embed([("a cow",)])).all() and not (same == other).all()
 
 
+@pytest.mark.slow
 def test_paper_agent_feeds_one_joint_text_input_and_v2_keeps_two(sentence_embedder):
     import numpy as np
     from test_agent import make_agent, make_batch, make_obs
@@ -334,6 +337,7 @@ def test_paper_agent_feeds_one_joint_text_input_and_v2_keeps_two(sentence_embedd
     assert joined.setting.text_input == "joint"
 
 
+@pytest.mark.slow
 def test_a_finetuned_agent_embeds_with_the_pretrained_runs_random_transformer(sentence_embedder):
     import torch
     from test_agent import make_agent, make_obs

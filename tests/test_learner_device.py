@@ -100,6 +100,7 @@ def _loss_after(agent, batch, updates: int = 1) -> list[float]:
 
 
 @needs_cpu_bf16
+@pytest.mark.slow
 def test_bf16_update_on_cpu_learns_like_fp32_and_keeps_fp32_weights(embedder) -> None:
     batch = make_batch(16, seed=3)
     fp32 = make_agent(embedder, use_image=True, use_goal=True)
@@ -120,6 +121,7 @@ def test_acting_stays_fp32_with_bf16(embedder, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("mode", [True, "reduce-overhead"])  # CUDA graphs only on CUDA
+@pytest.mark.slow
 def test_compiled_update_matches_eager(embedder, mode) -> None:
     batch = make_batch(8, seed=5)
     eager = make_agent(embedder, use_goal=True)

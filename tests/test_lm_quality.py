@@ -50,6 +50,7 @@ def test_oracle_scores_one_and_outputs_are_written(tmp_path):
         assert row.startswith("| SimpleOracle | 12 | 1.00 | 1.00 | 1.00 | 0 |")
 
 
+@pytest.mark.slow
 def test_sample_holds_tables_stone_furnaces_and_nights(tmp_path):
     cfg, game, _ = prepare([], tmp_path)
     samples, info = sample_crafter_states(game, cfg, 60, seed=1, paper_setting=True)
@@ -108,6 +109,7 @@ def test_non_blocking_training_overrides_are_measured_blocking_and_said(server, 
     assert scores["latency_p50_s"] > 0
 
 
+@pytest.mark.slow
 def test_garbage_answers_and_failures_are_counted(server, tmp_path):
     server.default = Reply("As a language model I cannot play games.")
     cfg, game, suggester = prepare(gpt(server), tmp_path / "garbage")

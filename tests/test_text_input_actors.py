@@ -13,6 +13,7 @@ import torch
 from ellm.embed import SentenceEmbedder
 from ellm.text_input import TextInput
 
+pytestmark = pytest.mark.slow  # each test runs the sentence transformer: 9-20 s here
 OBS = {"text_obs": "You see grass and a tree.", "goal": "chop tree, drink water"}
 
 
