@@ -51,6 +51,8 @@ def timed(column: str) -> bool:
 def digest(run_dir: Path) -> dict[str, list[dict[str, str]]]:
     out = {}
     for path in sorted(run_dir.glob("*.csv")):
+        if path.name == "time.csv":  # each section's share of the wall time: all of it timing
+            continue
         with path.open(newline="") as f:
             out[path.name] = [{k: v for k, v in row.items() if not timed(k)}
                               for row in csv.DictReader(f)]
@@ -88,6 +90,7 @@ def compare(before: dict, after: dict) -> bool:
         if name in TIMING_DEPENDENT:
             a = {f: sorted(rows[0]) if rows else [] for f, rows in a.items()}
             b = {f: sorted(rows[0]) if rows else [] for f, rows in b.items()}
+        a, b = ({f: rows for f, rows in d.items() if f != "time.csv"} for d in (a, b))
         if a == b:
             print(f"{name}: identical")
             continue
