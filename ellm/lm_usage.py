@@ -1,7 +1,7 @@
 """What a run's LMs were asked and cost, as ``lm.csv`` and the snapshot record it.
 
 :class:`LMUsage` pools the counters of the run's goal sources (training and evaluation; with
-actors, :class:`~ellm.actors.ActorGoals` pools theirs) on top of what the run's earlier parts
+actors, :class:`~ellm.actors.ActorLMCounters` pools theirs) on top of what the run's earlier parts
 counted, so that a resumed run counts on.
 """
 
@@ -48,7 +48,7 @@ def lm_counts_on(before: Mapping[str, float], part: Mapping[str, float]) -> dict
 
 class LMUsage:
     """The run's LM counters and dollars. ``pooled``: ``goals`` already pools the evaluation
-    source's counters (an ActorGoals); else the two sources are pooled here, the budget entries
+    source's counters (an ActorLMCounters); else the two sources are pooled here, the budget entries
     taken once, as they describe the one process-wide ledger."""
 
     def __init__(self, goals: Any, eval_goals: Any, *, pooled: bool,

@@ -30,7 +30,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
 from ellm import checkpoint, interrupt
-from ellm.actors import ActorCollector, ActorGoals, ActorPool, lm_budget_share
+from ellm.actors import ActorCollector, ActorLMCounters, ActorPool, lm_budget_share
 from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
@@ -108,7 +108,7 @@ class Workspace:
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
                                                   keep_until=keep)
         self.last_eval: dict[str, float] = {}
-        self.lm = LMUsage(self.goals, self.eval_goals, pooled=isinstance(self.goals, ActorGoals),
+        self.lm = LMUsage(self.goals, self.eval_goals, pooled=isinstance(self.goals, ActorLMCounters),
                           before=earlier.get("lm_metrics"), spent_before=self.lm_spent_before)
 
     def _build_rollouts(self, keep_until: int | None) -> None:
@@ -127,7 +127,7 @@ class Workspace:
         self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
         eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
         eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
-        self.goals = parts.goals if parts.goals is not None else ActorGoals(eval_goals)
+        self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,
                     game.covered), game,
@@ -234,7 +234,8 @@ class Workspace:
             if got.start is not None:
                 self.storage.add_first(got.start, got.source)
             self.storage.add(got.row, got.source)
-            self._count(got.row.reward)
+            self._count_frame(got.row.reward)
+            self._start_decay_on_first_reward()
             # Updates that fall due before the replay holds an episode are made once it does
             # (possible with actors), so that every run keeps the configured ratio.
             while done < self._updates_due() and self.storage.num_episodes:
@@ -260,11 +261,15 @@ class Workspace:
                   f"Plot it: python -m ellm.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)
 
-    def _count(self, reward: float) -> None:
-        """One more frame: the frame counters and the reward-triggered schedule."""
+    def _count_frame(self, reward: float) -> None:
+        """One more frame, and its reward summed into the run's."""
         self.frame += 1
         self.cumulative_reward += reward
         self.progress.update(self.frame)
+
+    def _start_decay_on_first_reward(self) -> None:
+        """train_after_reward / decay_after_reward: their schedules start at the frame the
+        run's summed rewards reach 1."""
         if self.first_reward_frame is None and self.cumulative_reward >= 1:
             self.first_reward_frame = self.frame
             if self.agent.start_epsilon_decay(self.frame):

@@ -82,7 +82,7 @@ class Move:
 
 
 @dataclass
-class Rollout:
+class EpisodeRecord:
     """One episode of a policy: its steps, return, success and the error that ended it."""
 
     steps: list[StepRecord] = field(default_factory=list)
@@ -102,7 +102,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + " ..."
 
 
-def feedback_text(rollout: Rollout, shown: int) -> str:
+def feedback_text(rollout: EpisodeRecord, shown: int) -> str:
     """The feedback OptoPrime gets: the outcome, the error if any (with the step it happened
     at) and ``shown`` steps spread over the rollout (the first and the last included)."""
     n = len(rollout.steps)
@@ -151,7 +151,7 @@ class CodeTarget(Protocol):
     def step(self, obs: Any, action: Any) -> Move:
         """Play the code's answer to ``obs`` (an error Move when it is not an action)."""
 
-    def rollout(self, policy: Policy, seed: int) -> Rollout: ...
+    def rollout(self, policy: Policy, seed: int) -> EpisodeRecord: ...
 
     def expert(self) -> Policy | None: ...
 
@@ -169,9 +169,9 @@ class SteppedTarget:
     def step(self, obs: Any, action: Any) -> Move:
         raise NotImplementedError
 
-    def rollout(self, policy: Policy, seed: int) -> Rollout:
+    def rollout(self, policy: Policy, seed: int) -> EpisodeRecord:
         """One episode of ``policy``; the code's first error ends it."""
-        out = Rollout()
+        out = EpisodeRecord()
         obs = self.reset(seed)
         while True:
             action, error = policy(obs)

@@ -45,11 +45,11 @@ from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.code_policy import (
     CodeTarget,
     CrafterTarget,
+    EpisodeRecord,
     LLFMetaWorldTarget,
     MetaWorldTarget,
     Move,
     Policy,
-    Rollout,
     feedback_text,
     sandboxed,
     step_feedback,
@@ -145,7 +145,7 @@ class CodePolicyRun:
         self.sandbox = (Sandbox(self.opts.code_timeout, self.opts.code_memory_mb,
                                 self.opts.sandbox) if self.opts.optimizer == "llm" else None)
         self.client = self.learner = None
-        self.last: Rollout | None = None
+        self.last: EpisodeRecord | None = None
         self.obs: Any = None            # optimize_every=step: the observation the code answers
         self.move: Move | None = None   # ... and what its answer did
         self.optimizer_steps = 0
@@ -197,10 +197,10 @@ class CodePolicyRun:
         loaded = self.sandbox.load(code or "", self.target.entry)
         return sandboxed(self.sandbox), loaded.error
 
-    def _play(self, code: str | None, seed: int) -> Rollout:
+    def _play(self, code: str | None, seed: int) -> EpisodeRecord:
         policy, error = self._policy(code)
         if error is not None:
-            return Rollout(error=error)
+            return EpisodeRecord(error=error)
         return self.target.rollout(policy, seed)
 
     def _play_code(self, code: str) -> str:
@@ -247,11 +247,11 @@ class CodePolicyRun:
         codes.flush()
         return step.status
 
-    def _step_episode(self, i: int, codes: Any, statuses: Counter[str]) -> tuple[Rollout, int]:
+    def _step_episode(self, i: int, codes: Any, statuses: Counter[str]) -> tuple[EpisodeRecord, int]:
         """optimize_every=step: one episode with an OptoPrime step after each env step and
         after each failure of the code (which plays no step), at most twice the episode's
         length of them, as the notebook bounds it; the rollout and the code's failures."""
-        out, failures = Rollout(), 0
+        out, failures = EpisodeRecord(), 0
         self.obs = self.target.reset(self._seed())
         for _ in range(2 * self.target.length):
             code, obs = self.learner.source, self.obs

@@ -18,8 +18,8 @@ from ellm.lm import build_client
 from llm_in_the_loop.code_policy import (
     METAWORLD_CODE,
     CrafterTarget,
+    EpisodeRecord,
     MetaWorldTarget,
-    Rollout,
     StepRecord,
     _target,
     feedback_text,
@@ -84,7 +84,7 @@ def test_actions_are_checked():
 
 def test_feedback_text_spreads_its_steps_and_reports_errors():
     steps = [StepRecord({"t": t}, [t, 0, 0, 0], f"fb {t}") for t in range(10)]
-    rollout = Rollout(steps, ret=4.5, success=False, error="KeyError: 'velocity' (line 2: x)")
+    rollout = EpisodeRecord(steps, ret=4.5, success=False, error="KeyError: 'velocity' (line 2: x)")
     text = feedback_text(rollout, shown=3).splitlines()
     assert text[0] == "The episode ended after 10 steps with return 4.50; the task was not done."
     assert text[1] == ("Your code raised an error at step 11, which stopped the episode: "
@@ -92,7 +92,7 @@ def test_feedback_text_spreads_its_steps_and_reports_errors():
     # Indices 0, 4.5 and 9 of the 10 steps, rounded half to even.
     assert [line.split(":")[0] for line in text[3:]] == ["Step 1", "Step 5", "Step 10"]
     assert text[3] == "Step 1: observation {'t': 0}; your action [0, 0, 0, 0]; feedback: fb 0"
-    assert feedback_text(Rollout(steps[:2], 1.0, True), shown=5).count("Step ") == 2
+    assert feedback_text(EpisodeRecord(steps[:2], 1.0, True), shown=5).count("Step ") == 2
     assert rollout.summary() == ("return 4.50 in 10 steps, task not done; the code failed: "
                                  "KeyError: 'velocity' (line 2: x)")
 
@@ -143,11 +143,11 @@ def optimizer(server: OpenAITestServer, tmp_path: Path, play: Any, **kw: Any) ->
 
 @pytest.mark.e2e
 def test_optoprime_answers_that_improve_garbage_and_raising_code(server, tmp_path, metaworld):
-    rollouts: list[Rollout] = []
+    rollouts: list[EpisodeRecord] = []
     with Sandbox(timeout=0.5) as box:
         def play(code: str) -> str:
             loaded = box.load(code, "controller")
-            rollout = (Rollout(error=loaded.error) if not loaded.ok
+            rollout = (EpisodeRecord(error=loaded.error) if not loaded.ok
                        else metaworld.rollout(sandboxed(box), seed=3 + len(rollouts)))
             rollouts.append(rollout)
             return rollout.summary()

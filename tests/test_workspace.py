@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 
 import ellm
 from ellm import checkpoint
-from ellm.actors import ActorCollector, ActorGoals
+from ellm.actors import ActorCollector, ActorLMCounters
 from ellm.actors.messages import ChunkWriter
 from ellm.collect import EpisodeEnd
 from ellm.timing import Timer
@@ -110,7 +110,7 @@ def test_the_actors_chunks_make_the_same_run_as_this_process(tmp_path, monkeypat
 
     @contextlib.contextmanager
     def collector():
-        yield ActorCollector(here, actors.agent, ActorGoals(actors.eval_goals), [0], 100,
+        yield ActorCollector(here, actors.agent, ActorLMCounters(actors.eval_goals), [0], 100,
                              lambda: (actors.frame, actors.first_reward_frame))
 
     monkeypatch.setattr(actors, "_collector", collector)

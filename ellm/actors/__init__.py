@@ -13,9 +13,9 @@ arrange them: rollout workers in processes of their own, one learner, shared mem
 """
 
 from ellm.actors.collector import ActorCollector
-from ellm.actors.learner import ActorGoals
+from ellm.actors.learner import ActorLMCounters
 from ellm.actors.messages import CHUNK_STEPS, Chunk
 from ellm.actors.pool import ActorFailed, ActorPool, actor_seed, lm_budget_share
 
-__all__ = ["CHUNK_STEPS", "ActorCollector", "ActorFailed", "ActorGoals", "ActorPool", "Chunk",
+__all__ = ["CHUNK_STEPS", "ActorCollector", "ActorFailed", "ActorLMCounters", "ActorPool", "Chunk",
            "actor_seed", "lm_budget_share"]

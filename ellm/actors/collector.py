@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ellm.actors.learner import ActorGoals
+from ellm.actors.learner import ActorLMCounters
 from ellm.actors.messages import Chunk
 from ellm.actors.pool import ActorPool
 from ellm.collect import Collected
@@ -24,7 +24,7 @@ class ActorCollector:
     loop's frame and its first rewarded frame (epsilon's decay start), which the pool passes
     on to the actors."""
 
-    def __init__(self, pool: ActorPool, agent: Any, goals: ActorGoals, env_episodes: list[int],
+    def __init__(self, pool: ActorPool, agent: Any, goals: ActorLMCounters, env_episodes: list[int],
                  sync_frames: int, counters: Callable[[], tuple[int, int | None]]):
         self.pool, self.agent, self.goals = pool, agent, goals
         self.env_episodes, self.sync_frames, self.counters = env_episodes, sync_frames, counters

@@ -15,9 +15,9 @@ from ellm.goals import Goals
 from ellm.lm_usage import pool_lm_metrics
 
 
-class ActorGoals:
-    """The learner's view of the goal sources its actors hold: :meth:`metrics` pools the
-    counters each actor sent last with those of the evaluation source ``eval_goals``."""
+class ActorLMCounters:
+    """Stands in for the training goal source when actors hold theirs: :meth:`metrics` pools
+    the LM counters each actor sent last with those of the evaluation source ``eval_goals``."""
 
     def __init__(self, eval_goals: Goals):
         self.eval_goals = eval_goals
@@ -36,4 +36,4 @@ class ActorGoals:
         pass  # each actor closes its own
 
 
-__all__ = ["ActorGoals"]
+__all__ = ["ActorLMCounters"]
