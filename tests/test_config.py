@@ -225,3 +225,28 @@ def test_an_added_key_nothing_reads_is_refused_with_the_closest_known(overrides,
                                                                       closest):
     with pytest.raises(ConfigError, match=f"{added[0]} is not a key.*did you mean {closest}"):
         check_added_keys(config(*overrides), added)
+
+
+@pytest.mark.parametrize("group, chosen", [("dqn", {}), ("rnd", {}), ("noveld", {"noveld": True}),
+                                           ("apt", {})])
+def test_the_agent_yaml_and_its_options_dataclass_agree(group, chosen):
+    """Each agent's keys are declared twice, in its YAML (what a run gets) and in its options
+    dataclass (what an agent built in Python gets): the two must not drift apart; ``chosen``
+    is what a group is for (NovelD is RND's class with noveld=True)."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from ellm.config import _agent_schema
+
+    cfg = config("device=cpu", f"agent={group}")
+    block = OmegaConf.to_container(cfg.agent, resolve=True)
+    schema = _agent_schema(cfg)
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    built = {"_target_", "obs_shape", "num_actions", "device"}  # filled in by the code
+    assert set(block) - set(fields) - built - set(IGNORED_OPTIONS) == set()
+    assert set(fields) - set(block) == set(), f"{schema.__name__} keys missing from agent/{group}"
+    differ = {name: (block[name], f.default) for name, f in fields.items()
+              if f.default is not dataclasses.MISSING and block[name] != f.default}
+    assert differ == {name: (value, fields[name].default) for name, value in chosen.items()}, \
+        f"agent/{group}.yaml against {schema.__name__}: {differ}"
