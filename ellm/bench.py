@@ -6,6 +6,7 @@
     python -m ellm.bench --slots 2 [--requests 16]
     python -m ellm.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
         [--actor-overrides key=value ...] [key=value ...]
+    python -m ellm.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -40,6 +41,12 @@ counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the rat
 frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
 applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
 ``--stub-learner`` the main process makes no update (:mod:`ellm.actors.bench`, docs/scale.md).
+
+``--late`` measures a run's late phase in one process: epsilon at its floor, full-length
+episodes, the replay pre-filled to ``--prefill`` transitions, evaluations and snapshots at the
+schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds; it prints the median
+and spread, the memory, and the 5M-frame time projected from the schedule's phases
+(:mod:`ellm.bench_late`).
 """
 
 from __future__ import annotations
@@ -262,9 +269,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stub-learner", action="store_true",
                         help="with --actors: no updates, the main process only stores")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="with --actors: runs of each setting, in turn")
+                        help="with --actors: runs of each setting, in turn; with --late: "
+                        "rounds of (early, late) windows")
+    parser.add_argument("--late", action="store_true",
+                        help="the late phase (epsilon at its floor, pre-filled replay, "
+                        "evaluations and snapshots) beside the early one, and the 5M projection")
+    parser.add_argument("--prefill", type=int, default=250_000,
+                        help="with --late: transitions in the replay before the timed rounds")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.late:
+        from ellm.bench_late import late_phase, report
+
+        if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
+            parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
+        report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
+        return
     if args.actors:
         from ellm.actors.bench import actors_bench
 

@@ -1,6 +1,14 @@
 """Replay benchmark on real Crafter frames: bytes per transition, sampling speed, worker RAM.
 
     python -m ellm.replay.bench [--episodes 20] [--length 400] [--batches 300]
+    python -m ellm.replay.bench --memory 250000,1000000 [--workers 0,2] [--episodes 4]
+
+``--memory`` writes ``--episodes`` real episodes, tiles their files (hard links) up to the
+largest size, and for each size and worker count starts a fresh process that loads that many
+transitions through ``make_replay_loader`` (as a learner does) and reports its private memory
+and its workers', the load time and batches/s; the 5M-transition figure is extrapolated from
+the two smallest sizes by a linear fit. Then frames compressed one by one with zlib (a
+candidate in-memory store) against the current arrays, interleaved: bytes and ms per batch.
 """
 
 from __future__ import annotations
@@ -88,23 +96,34 @@ def rate(it, batches: int, work_s: float = 0.0) -> tuple[float, float]:
     return batches / (time.perf_counter() - start), 1000 * float(np.median(waits))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--length", type=int, default=400)
     parser.add_argument("--batches", type=int, default=300)
-    args = parser.parse_args()
+    parser.add_argument("--memory", default="",
+                        help="replay sizes in transitions, e.g. 250000,1000000: memory per size")
+    parser.add_argument("--workers", default="0",
+                        help="with --memory: replay_buffer_num_workers values, e.g. 0,2")
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.memory:
+        from ellm.replay.memory import memory_bench
+
+        memory_bench([int(n) for n in args.memory.split(",")],
+                     [int(n) for n in args.workers.split(",")], args.episodes, args.length,
+                     args.batches)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         shard = storage_costs(Path(tmp), args.episodes, args.length)
         sampling_costs(Path(tmp), shard, args.batches)
         print(f"pid {os.getpid()} done")
 
 
-def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
-    """Write ``episodes`` Crafter episodes, load them into a shard; print bytes and times."""
-    strings = StringTable(d / "strings.jsonl")
-    storage = ReplayStorage(d, strings)
+def write_crafter_episodes(d: Path, episodes: int, length: int) -> tuple[int, float]:
+    """Write ``episodes`` random-action Crafter episodes to ``d``; returns (transitions, seconds
+    spent storing them)."""
+    storage = ReplayStorage(d, StringTable(d / "strings.jsonl"))
     write_s = 0.0
     for ep in range(episodes):
         frames = crafter_frames(length, seed=ep)
@@ -113,7 +132,12 @@ def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
         for i, f in enumerate(frames[1:], 1):
             storage.add(Row(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length, 0.1))
         write_s += time.perf_counter() - t
-    n = storage.num_transitions
+    return storage.num_transitions, write_s
+
+
+def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
+    """Write ``episodes`` Crafter episodes, load them into a shard; print bytes and times."""
+    n, write_s = write_crafter_episodes(d, episodes, length)
     disk = sum(f.path.stat().st_size for f in list_episode_files(d))
     shard = EpisodeShard(10**9, NSTEP, True)
     t = time.perf_counter()

@@ -1,0 +1,229 @@
+"""The late phase of a paper run, measured, and the 5M-frame time projected from the phases.
+
+    python -m ellm.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
+
+One workspace (the README's oracle pretraining command in the paper setting, one process, on the
+CPU unless an override names a device) first collects real episodes with random actions, then
+tiles their files (hard links under new indices) until the replay holds ``--prefill``
+transitions. Each round then times, one after the other in the same process:
+
+- the early phase: ``--frames`` frames with epsilon held at 1 (the run's first frames), no
+  evaluation;
+- the late phase: ``--frames`` frames with epsilon at its floor (``agent.train_eps_min``, as past
+  ``agent.train_eps_decay_steps``), then one evaluation of ``n`` full-length episodes and one
+  snapshot, as the schedule makes them: ``n`` = the paper's 10 episodes per 25,000 frames scaled
+  to the window (at least 1). The evaluation's and the snapshot's seconds are timed apart.
+
+Episodes are full length (``env_spec.length``, 400), cut only by a window's end; updates are
+made at the configured ratio from the pre-filled replay. The projection weights the measured
+costs by the frames of the paper's schedule (:func:`project`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ellm.replay.storage import episode_filename, list_episode_files
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The frames of a run's schedule (the paper's: :data:`PAPER`)."""
+
+    total: int = 5_000_000  # num_train_frames
+    decay: int = 1_000_000  # agent.train_eps_decay_steps: epsilon falls linearly from 1
+    eval_every: int = 25_000  # eval_every_frames: one evaluation and one snapshot each
+    eval_episodes: int = 10  # num_eval_episodes
+
+    @property
+    def evaluations(self) -> int:
+        """At frame 0 and every ``eval_every`` frames up to ``total`` (the last one included)."""
+        return self.total // self.eval_every + 1 + (self.total % self.eval_every != 0)
+
+
+PAPER = Schedule()
+
+
+def project(s: Schedule, early: float, late: float, eval_episode: float,
+            snapshot: float) -> dict[str, float]:
+    """Seconds of each part of a run on ``s`` from seconds per training frame with epsilon 1
+    (``early``) and at its floor (``late``), per evaluation episode and per snapshot.
+
+    While epsilon decays linearly, the greedy share of acting (its only cost that depends on
+    epsilon) grows linearly, so the decay phase costs the mean of the two rates per frame."""
+    decay = min(s.decay, s.total)
+    parts = {
+        "decay phase": decay * (early + late) / 2,
+        "late phase": (s.total - decay) * late,
+        "evaluations": s.evaluations * s.eval_episodes * eval_episode,
+        "snapshots": s.evaluations * snapshot,
+    }
+    return {**parts, "total": sum(parts.values())}
+
+
+def eval_episodes_for(frames: int, s: Schedule = PAPER) -> int:
+    """The schedule's evaluation episodes per frame, scaled to a window of ``frames``."""
+    return max(1, round(frames * s.eval_episodes / s.eval_every))
+
+
+def tile_episodes(replay_dir: Path, transitions: int) -> int:
+    """Hard-link the episode files in ``replay_dir`` under new indices, in turn, until they hold
+    at least ``transitions``; returns the transitions held."""
+    files = list_episode_files(replay_dir)
+    if not files:
+        raise ValueError(f"no episode files in {replay_dir} to tile")
+    held, index, i = sum(f.length for f in files), files[-1].index + 1, 0
+    while held < transitions:
+        f = files[i % len(files)]
+        os.link(f.path, replay_dir / episode_filename(index, f.length))
+        held, index, i = held + f.length, index + 1, i + 1
+    return held
+
+
+class _Timed:
+    """A callable's calls and seconds, counted."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.calls, self.seconds = fn, 0, 0.0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.calls, self.seconds = self.calls + 1, self.seconds + time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Window:
+    frames: int
+    seconds: float  # the whole window, evaluation and snapshot included
+    eval_episodes: int
+    eval_seconds: float
+    snapshots: int
+    snapshot_seconds: float
+
+    @property
+    def train_seconds_per_frame(self) -> float:
+        return (self.seconds - self.eval_seconds - self.snapshot_seconds) / self.frames
+
+
+@dataclass(frozen=True)
+class LateResult:
+    replay_transitions: int  # held when the timed rounds started (pre-filled)
+    rounds: list[tuple[Window, Window]]  # (early, late) per round
+    memory: dict[str, float]  # MiB, after the rounds (:func:`memory_mib`)
+
+
+LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
+            "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=false",
+            "save_snapshot=true", "save_buffer=true", "eval_every_frames=100000000",
+            f"replay_buffer_size={PAPER.total}"]
+
+
+def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
+               collect: int = 1200) -> LateResult:
+    """Pre-fill, then ``rounds`` of (early window, late window); see the module docstring."""
+    from ellm.bench import _workspace
+    from ellm.replay import ReplayStorage
+
+    n = eval_episodes_for(frames)
+    with tempfile.TemporaryDirectory() as tmp:
+        # random actions for ``collect`` frames (the seed frames): real frames and captions
+        ws = _workspace([*LATE_RUN, f"num_eval_episodes={n}", f"num_train_frames={collect}",
+                         f"num_seed_frames={collect + 1}", *overrides], Path(tmp) / "run")
+        ws.train()
+        tile_episodes(ws.storage.replay_dir, prefill)
+        held = ReplayStorage(ws.storage.replay_dir, ws.strings).num_transitions
+        ws.cfg.num_seed_frames = 0
+        ws.evaluator.run = _Timed(ws.evaluator.run)
+        ws.save_snapshot = _Timed(ws.save_snapshot)
+
+        def window(late: bool) -> Window:
+            agent = ws.agent
+            agent.hold_epsilon = not late  # held: train_eps_max; else past the decay
+            agent.decay_start = ws.frame - agent.options.train_eps_decay_steps
+            ws.evaluator.num_episodes = n if late else 0
+            ws.cfg.save_snapshot = late
+            ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)  # drop the open episode
+            ws.cfg.num_train_frames = ws.frame + frames
+            evals, snaps = ws.evaluator.run, ws.save_snapshot
+            e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
+            start = time.perf_counter()
+            ws.train()
+            seconds = time.perf_counter() - start
+            if evals.calls == ec:
+                raise RuntimeError("the window ended without the run's evaluation call")
+            return Window(frames, seconds, n if late else 0, evals.seconds - e0,
+                          snaps.calls - sc, snaps.seconds - s0)
+
+        window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
+        results = [(window(late=False), window(late=True)) for _ in range(rounds)]
+        memory = memory_mib()
+    return LateResult(held, results, memory)
+
+
+def memory_mib() -> dict[str, float]:
+    """This process's resident and private memory and its children's private memory (replay
+    workers), in MiB, from /proc."""
+    from ellm.replay.bench import private_mib
+
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
+                  .splitlines() if ":" in line)
+    kib = {k: float(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
+    children = []
+    for task in Path("/proc/self/task").iterdir():
+        children += [int(p) for p in (task / "children").read_text().split()]
+    return {"rss": kib["VmRSS"], "peak_rss": kib["VmHWM"], "private": private_mib(os.getpid()),
+            "children_private": sum(private_mib(pid) for pid in children),
+            "children": float(len(children))}
+
+
+def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    return (f"{fmt.format(statistics.median(values))} "
+            f"[{fmt.format(min(values))}-{fmt.format(max(values))}]")
+
+
+def report(result: LateResult, frames: int) -> None:
+    """Print the rounds (median [min-max]) and the projection, each line saying which it is."""
+    early = [e.train_seconds_per_frame for e, _ in result.rounds]
+    late = [w.train_seconds_per_frame for _, w in result.rounds]
+    whole = [w.frames / w.seconds for _, w in result.rounds]
+    per_episode = [w.eval_seconds / w.eval_episodes for _, w in result.rounds]
+    snapshot = [w.snapshot_seconds / max(w.snapshots, 1) for _, w in result.rounds]
+    r = len(result.rounds)
+    n = result.rounds[0][1].eval_episodes
+    print(f"measured: {r} round(s) of {frames} frames per window, replay pre-filled to "
+          f"{result.replay_transitions} transitions; median [min-max] over rounds")
+    print(f"  early phase (epsilon 1), training  : {_spread([1 / x for x in early])} frames/s")
+    print(f"  late phase (epsilon floor), training: {_spread([1 / x for x in late])} frames/s")
+    print(f"  late / early, per round            : "
+          f"{_spread([e / x for e, x in zip(early, late)], '{:.2f}')}x")
+    print(f"  late window with {n} evaluation episode(s) and a snapshot: {_spread(whole)} "
+          f"frames/s (the paper's share: 10 episodes per 25,000 frames)")
+    print(f"  evaluation: {_spread(per_episode, '{:.2f}')} s per episode; snapshot: "
+          f"{_spread(snapshot, '{:.2f}')} s")
+    m = result.memory
+    print(f"  memory after the rounds: RSS {m['rss']:.0f} MiB (peak {m['peak_rss']:.0f}), "
+          f"private {m['private']:.0f} MiB; {m['children']:.0f} child process(es), "
+          f"{m['children_private']:.0f} MiB private")
+    parts = project(PAPER, statistics.median(early), statistics.median(late),
+                    statistics.median(per_episode), statistics.median(snapshot))
+    print(f"projected (not measured): a {PAPER.total:,}-frame run on this machine, "
+          f"from the medians above")
+    print(f"  decay phase, 0-{PAPER.decay:,} frames (mean of the epsilon-1 and floor rates): "
+          f"{parts['decay phase'] / 3600:.1f} h")
+    print(f"  late phase, {PAPER.decay:,}-{PAPER.total:,} frames (floor rate): "
+          f"{parts['late phase'] / 3600:.1f} h")
+    print(f"  {PAPER.evaluations} evaluations x {PAPER.eval_episodes} episodes: "
+          f"{parts['evaluations'] / 3600:.1f} h; {PAPER.evaluations} snapshots: "
+          f"{parts['snapshots'] / 3600:.2f} h")
+    print(f"  total: {parts['total'] / 3600:.1f} h (seed frames, start-up and the replay's growth "
+          f"from empty not modelled)")

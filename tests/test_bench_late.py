@@ -1,0 +1,64 @@
+"""The late-phase bench: the projection's arithmetic, the tiling, and a tiny run of the mode."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ellm.bench_late import PAPER, Schedule, eval_episodes_for, late_phase, project, tile_episodes
+from ellm.replay.storage import list_episode_files, load_episode, save_episode
+
+
+def test_projection_weights_each_phase_by_its_frames():
+    s = Schedule(total=5_000_000, decay=1_000_000, eval_every=25_000, eval_episodes=10)
+    parts = project(s, early=0.010, late=0.020, eval_episode=2.0, snapshot=0.5)
+    assert s.evaluations == 201  # frame 0, then every 25k frames up to 5M
+    assert parts["decay phase"] == pytest.approx(1e6 * 0.015)
+    assert parts["late phase"] == pytest.approx(4e6 * 0.020)
+    assert parts["evaluations"] == pytest.approx(201 * 10 * 2.0)
+    assert parts["snapshots"] == pytest.approx(201 * 0.5)
+    assert parts["total"] == pytest.approx(15_000 + 80_000 + 4020 + 100.5)
+    assert Schedule(total=30_000, eval_every=25_000).evaluations == 3  # 0, 25k and the end
+    short = project(Schedule(total=500, decay=1_000), 1.0, 3.0, 0.0, 0.0)
+    assert short["decay phase"] == 1000 and short["late phase"] == 0  # decay never ends
+
+
+def test_eval_episodes_keep_the_schedule_share():
+    assert eval_episodes_for(2_500) == 1 and eval_episodes_for(25_000) == PAPER.eval_episodes
+    assert eval_episodes_for(50) == 1  # at least one
+
+
+def test_tiling_links_whole_episodes_under_new_indices(tmp_path: Path):
+    for i, length in enumerate((3, 5)):
+        save_episode(tmp_path / f"{i:06d}_{length}.npz", {
+            "frame": np.full((length + 1, 4, 4), i, np.uint8),
+            **{k: np.zeros(length + 1, t) for k, t in (
+                ("action", np.int32), ("reward", np.float32), ("discount", np.float32),
+                ("text_obs", np.int32), ("goal", np.int32), ("game_reward", np.float32))}})
+    assert tile_episodes(tmp_path, 18) == 19  # 3 + 5, then 3, 5, 3: whole episodes
+    files = list_episode_files(tmp_path)
+    assert [(f.index, f.length) for f in files] == [(0, 3), (1, 5), (2, 3), (3, 5), (4, 3)]
+    assert (load_episode(files[3].path)["frame"] == 1).all()
+
+
+@pytest.mark.e2e
+def test_late_phase_times_evaluations_on_a_prefilled_replay():
+    tiny = ["env_spec.length=40", "batch_size=8", "replay_buffer_num_workers=0",
+            "agent.critic_target_update_every_steps=40"]
+    result = late_phase(frames=60, rounds=1, prefill=1500, overrides=tiny, collect=120)
+    assert 1500 <= result.replay_transitions < 1500 + 40
+    ((early, late),) = result.rounds
+    assert early.eval_episodes == 0 and early.snapshots == 0
+    assert late.eval_episodes == 1 and late.snapshots == 1  # inside the timed window
+    assert 0 < late.eval_seconds + late.snapshot_seconds < late.seconds
+    assert late.train_seconds_per_frame > 0 and result.memory["private"] > 0
+
+
+def test_memory_fit_and_zlib_frames():
+    from ellm.replay.memory import ZlibFrames, linear_fit
+
+    assert linear_fit([(250_000, 2000.0), (1_000_000, 7000.0)]) == pytest.approx(
+        (2000.0 - 250_000 * 5000 / 750_000, 5000 / 750_000))
+    frames = np.random.default_rng(0).integers(0, 255, (6, 5, 7), dtype=np.uint8)
+    z = ZlibFrames(frames)
+    assert np.array_equal(z.window(2, 4), frames[2:5]) and z.nbytes > 0
