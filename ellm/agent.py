@@ -1,7 +1,7 @@
 """Goal-conditioned double/dueling n-step DQN (ELLM.md section 5).
 
-Built by ``hydra.utils.instantiate(cfg.agent, embedder=..., strings=..., discount=..., nstep=...)``;
-the ``agent`` keys are its :class:`AgentOptions`. The loop calls ``act`` every env step and
+Built by :func:`ellm.build.make_agent` with the :class:`AgentOptions` the run parsed once
+(``agent_options``), or in Python with the ``agent`` keys as keyword options. The loop calls ``act`` every env step and
 ``update`` (one gradient step) every ``update_every_steps`` env steps after the seed frames.
 The TD reward is the replay's n-step ``reward`` (the per-step rewards the loop stored) plus the
 n-step return of each :class:`~ellm.reward.BatchReward` plug-in in ``rewards`` (RND, NovelD, APT:
@@ -71,12 +71,10 @@ class DQNAgent:
                  discount: float = 0.99, nstep: int = 3, hold_epsilon: bool = False,
                  seed: int | None = None, channels_last: bool = True, use_extr_rew: bool = False,
                  paper_setting: bool = False, max_text_tokens: int = 200,
-                 precision: str = "fp32", compile: bool | str = False, **options: Any):
+                 precision: str = "fp32", compile: bool | str = False,
+                 agent_options: AgentOptions | None = None, **options: Any):
         del use_extr_rew  # the loop mixes the game reward in, once
-        if options.get("use_language_state") is False:  # a common spelling of "off"
-            options["use_language_state"] = None
-        o = schema.parse_keywords(type(self).Options, options, "agent.", IGNORED_OPTIONS)
-        self.options = o
+        self.options = o = self._options(agent_options, options)
         self.obs_shape = tuple(int(x) for x in obs_shape)
         if len(self.obs_shape) != 3 or min(self.obs_shape) < 1:
             raise _config_error("obs_shape", obs_shape, "(frame_stack, height, width)")
@@ -111,6 +109,20 @@ class DQNAgent:
         self.decay_start = self.num_updates = self._last_target_sync = 0
         self._expl_agent: DQNAgent | None = None
         self.rewards: list[BatchReward] = []  # the intrinsic-reward plug-ins (baselines/)
+
+    @classmethod
+    def _options(cls, parsed: AgentOptions | None, keywords: dict[str, Any]) -> AgentOptions:
+        """The options a run parsed once (``agent_options``), or the keyword options of an
+        agent built in Python, parsed here."""
+        if parsed is not None:
+            if keywords or not isinstance(parsed, cls.Options):
+                raise TypeError(f"{cls.__name__} takes agent_options (a {cls.Options.__name__}) "
+                                f"or keyword options, not {type(parsed).__name__} and "
+                                f"{sorted(keywords)}")
+            return parsed
+        if keywords.get("use_language_state") is False:  # a common spelling of "off"
+            keywords["use_language_state"] = None
+        return schema.parse_keywords(cls.Options, keywords, "agent.", IGNORED_OPTIONS)
 
     def _networks(self, seed: int | None, channels_last: bool) -> tuple[QNetwork, QNetwork]:
         """Online and target Q-networks (weights drawn from ``seed``)."""

@@ -76,13 +76,12 @@ def game_reward(cfg: DictConfig, method: Method) -> list[StepReward]:
     return [] if weight is None else [GameReward(weight)]
 
 
-def make_agent(cfg: DictConfig, *, num_actions: int, device: torch.device, embedder: Any,
-               strings: Any, hold_epsilon: bool, seed: int, paper: bool) -> Any:
-    """The agent ``cfg.agent`` names (``strings``: the replay's string table, None for an agent
-    that only acts)."""
-    return hydra.utils.instantiate(
-        cfg.agent, _target_=agent_target(cfg),
-        obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
+def make_agent(cfg: DictConfig, *, options: Any, num_actions: int, device: torch.device,
+               embedder: Any, strings: Any, hold_epsilon: bool, seed: int, paper: bool) -> Any:
+    """The agent ``cfg.agent`` names, with the ``options`` the run parsed (``strings``: the
+    replay's string table, None for an agent that only acts)."""
+    return hydra.utils.get_class(agent_target(cfg))(
+        agent_options=options, obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
         num_actions=num_actions, device=str(device),
         embedder=embedder, strings=strings, discount=cfg.discount,
         nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=seed,

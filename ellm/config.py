@@ -1,4 +1,5 @@
-"""The training config, checked once before anything starts, and secret-free copies of it.
+"""The training config, checked and parsed once before anything starts (:func:`validate`
+returns a :class:`RunSpec`), and secret-free copies of it.
 
 Each block has a typed schema: the run's and the env's here (:class:`RunOptions`,
 :class:`EnvOptions`), the agent's beside its class (its ``Options``, e.g.
@@ -26,8 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
-from ellm.lm import check_cache, parse_lm_spec
-from ellm.methods import resolve_method
+from ellm.lm import LMSpec, check_cache, parse_lm_spec
+from ellm.methods import Method, resolve_method
 from ellm.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
 
@@ -119,14 +120,28 @@ class EnvOptions:
 
 
 # ---------------------------------------------------------------------------- validation
-def validate(cfg: DictConfig) -> Game:
-    """Check the whole config before anything is built; returns the game it runs on."""
+@dataclass(frozen=True)
+class RunSpec:
+    """A run's config as :func:`validate` parsed it: the game, the method, the agent's options,
+    the LM spec and the device the run's parts take, and ``cfg`` for the keys they read as
+    they are."""
+
+    cfg: DictConfig
+    game: Game
+    method: Method
+    agent: Any  # the Options dataclass of the agent class (an AgentOptions)
+    lm: LMSpec
+    device: torch.device
+
+
+def validate(cfg: DictConfig) -> RunSpec:
+    """Check the whole config before anything is built; returns it parsed."""
     parse(RunOptions, cfg)
     game = find_game(OmegaConf.select(cfg, "env_spec.name"))
     parse(EnvOptions, cfg.env_spec, "env_spec.")
-    agent_options(cfg).check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep,
-                                 batch_size=cfg.batch_size)
-    check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
+    agent = agent_options(cfg)
+    agent.check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep, batch_size=cfg.batch_size)
+    lm = check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -137,13 +152,14 @@ def validate(cfg: DictConfig) -> Game:
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
     game.validate(cfg)
-    resolve_method(cfg, game)
-    check_precision(cfg.precision, resolve_device(cfg.device))
-    check_compile(cfg.compile, resolve_device(cfg.device))
+    method = resolve_method(cfg, game)
+    device = resolve_device(cfg.device)
+    check_precision(cfg.precision, device)
+    check_compile(cfg.compile, device)
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
             checkpoint.resolve(cfg[key], key)  # CheckpointError naming the key
-    return game
+    return RunSpec(cfg, game, method, agent, lm, device)
 
 
 def agent_target(cfg: DictConfig) -> str:
@@ -249,7 +265,7 @@ def resolve_workers(workers: Any, cpus: int | None = None) -> int:
     return min(4, (cpus or usable_cpus()) // 2)
 
 
-def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> None:
+def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> LMSpec:
     """Check ``env_spec.lm_spec`` before a run starts (every entry point that asks an LM);
     a bad key or value, or an answer cache that cannot be used, raises :class:`ConfigError`
     naming it. ``by_lm_class``: the run asks an LM only when ``lm_class`` is GPTLanguageModel
@@ -260,6 +276,7 @@ def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> None:
             check_cache(spec)
     except ValueError as err:  # CacheError is a ConfigError, hence a ValueError
         raise ConfigError(str(err)) from None
+    return spec
 
 
 def run_config(cfg: DictConfig, client: Any = None) -> dict[str, Any]:
@@ -292,6 +309,7 @@ __all__ = [
     "ConfigError",
     "EnvOptions",
     "RunOptions",
+    "RunSpec",
     "agent_options",
     "agent_target",
     "check_added_keys",

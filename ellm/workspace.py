@@ -35,7 +35,7 @@ from ellm.agent import mean_metrics
 from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
-from ellm.config import resolve_device, resolve_threads, resolve_workers, run_config, validate
+from ellm.config import resolve_threads, resolve_workers, run_config, validate
 from ellm.entry import write_record
 from ellm.evaluate import Evaluator
 from ellm.games import EpisodeCounted
@@ -43,7 +43,6 @@ from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
 from ellm.lm_usage import LMUsage
 from ellm.logger import Logger
-from ellm.methods import resolve_method
 from ellm.replay import ReplayStorage, StringTable, make_replay_loader
 from ellm.replay.loader import DeviceBatches
 from ellm.rollout import DIAGNOSTICS, Rollout
@@ -63,10 +62,9 @@ class Workspace:
     """Everything one training run needs; ``train()`` runs it."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
-        self.game = validate(cfg)
-        self.cfg = cfg
-        self.method = resolve_method(cfg, self.game)
-        self.device = resolve_device(cfg.device)
+        self.spec = validate(cfg)
+        self.cfg, self.game, self.method = cfg, self.spec.game, self.spec.method
+        self.device = self.spec.device
         self.num_actors = int(cfg.num_actors)  # >= 2: actor processes collect (ellm.actors)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
@@ -175,7 +173,8 @@ class Workspace:
         return make_agent(self.cfg, hold_epsilon=hold_epsilon, **self._agent_build())
 
     def _agent_build(self) -> dict[str, Any]:
-        return {"num_actions": self.evaluator.env.action_space.n, "device": self.device,
+        return {"options": self.spec.agent, "num_actions": self.evaluator.env.action_space.n,
+                "device": self.device,
                 "embedder": self.embedder, "strings": self.strings, "seed": self.cfg.seed,
                 "paper": self.paper}
 
@@ -209,7 +208,7 @@ class Workspace:
             yield LocalCollector(
                 self.rollout, lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False))
             return
-        with ActorPool(self.cfg, self.num_actors, self.agent.policy_state(), frame=self.frame,
+        with ActorPool(self.spec, self.num_actors, self.agent.policy_state(), frame=self.frame,
                        decay_from=self.first_reward_frame, env_episodes=self.actor_env_episodes,
                        lm_spent=self.lm_spent_before) as pool:
             self.actor_env_episodes += [0] * (self.num_actors - len(self.actor_env_episodes))

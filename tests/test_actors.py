@@ -26,6 +26,7 @@ from ellm.actors import (
 )
 from ellm.actors.shared import SharedPolicy
 from ellm.agent import DQNAgent
+from ellm.config import validate
 from ellm.lm_usage import lm_counts_on, pool_lm_metrics
 from ellm.workspace import updates_due
 
@@ -113,9 +114,9 @@ def test_shared_weights_reach_an_actor_only_when_their_version_moved():
 
 @pytest.mark.e2e
 def test_an_actor_that_raises_stops_the_run_with_its_traceback(caplog):
-    cfg = _config()
-    cfg.env_spec.name = "NoSuchGame-v0"  # the actor fails to build its env
-    pool = ActorPool(cfg, 1, _agent(0).state_dict(), frame=0, decay_from=None)
+    run = validate(_config())
+    run.cfg.env_spec.name = "NoSuchGame-v0"  # the actor fails to build its env
+    pool = ActorPool(run, 1, _agent(0).state_dict(), frame=0, decay_from=None)
     with pytest.raises(ActorFailed, match=r"actor 0 \(pid \d+\) failed: .*NoSuchGame-v0"), pool:
         pool.receive()
     assert "Traceback" in caplog.text and "find_game" in caplog.text

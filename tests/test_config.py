@@ -116,8 +116,8 @@ def test_cuda_without_a_gpu_is_refused(monkeypatch):
 
 
 def test_the_default_config_is_valid_and_runs_crafter():
-    assert validate(config()).name == "crafter"
-    assert validate(config("env_spec.name=Housekeep")).name == "housekeep"
+    assert validate(config()).game.name == "crafter"
+    assert validate(config("env_spec.name=Housekeep")).game.name == "housekeep"
 
 
 def test_each_env_name_finds_exactly_one_game():
@@ -152,7 +152,7 @@ def test_each_env_name_finds_exactly_one_game():
 ])
 def test_the_method_is_the_one_chosen_or_spelled(overrides, method):
     cfg = config(*overrides)
-    assert resolve_method(cfg, validate(cfg)).name == method
+    assert validate(cfg).method.name == resolve_method(cfg, validate(cfg).game).name == method
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -150,10 +150,10 @@ def test_fixed_setting_oracle_keeps_to_the_upstream_rules():
 
 def test_v1_novelty_suggests_all_139_harder_action_names():
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel")
-    goals = validate(cfg).goals(cfg, None, True)[0].suggester.all_goals
+    goals = validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals
     assert len(goals) == 139 and goals == ACTION_SPACES["harder"]
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", "env_spec.name=CrafterTextEnv-v2")
-    assert validate(cfg).goals(cfg, None, True)[0].suggester.all_goals == GOOD_ACTIONS
+    assert validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals == GOOD_ACTIONS
 
 
 @pytest.mark.parametrize(("name", "choice", "expected"), [
@@ -163,7 +163,7 @@ def test_v1_novelty_suggests_all_139_harder_action_names():
 def test_novelty_goals_key_overrides_the_setting(name, choice, expected):
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", f"env_spec.name={name}",
                  f"env_spec.novelty_goals={choice}")
-    assert validate(cfg).goals(cfg, None, True)[0].suggester.all_goals == tuple(expected)
+    assert validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals == tuple(expected)
     with pytest.raises(ConfigError, match="env_spec.novelty_goals"):
         validate(config("env_spec.novelty_goals=some"))
 
@@ -173,12 +173,12 @@ def test_v1_goal_string_joins_goals_with_spaces():
         "Your goal is: chop tree drink water.")
     assert goal_text([], paper_setting=True) == "Your goal is: ."
     cfg = config()
-    assert validate(cfg).goal_text(cfg, ["chop tree"]) == "Your goal is: chop tree."
+    assert validate(cfg).game.goal_text(cfg, ["chop tree"]) == "Your goal is: chop tree."
 
 
 def test_crafter_reward_v1_shows_the_agent_no_goal():
     cfg = config("env_spec.name=CrafterReward-v1")
-    source, rewards = validate(cfg).goals(cfg, None, goal_reward=False)
+    source, rewards = validate(cfg).game.goals(cfg, None, goal_reward=False)
     assert rewards == []
     env = blank_env("CrafterReward-v1")
     env.world.add(objects.Cow(env.world, at(env, 1, 0)))
@@ -196,7 +196,7 @@ def test_the_originals_class_names_are_accepted():
 @pytest.mark.parametrize("name", ["CrafterTextEnv-v1", "CrafterReward-v1", "CrafterNoReward-v1"])
 def test_every_v1_id_is_the_paper_setting(name):
     cfg = config(f"env_spec.name={name}")
-    assert validate(cfg).paper_setting(cfg)
+    assert validate(cfg).game.paper_setting(cfg)
 
 
 # ---------------------------------------------------------------- hierarchical chains
@@ -444,7 +444,7 @@ def test_task_name_tasks_pay_only_through_their_chain():
     assert [flat(a, True) for a in ("chop grass", "chop tree", "place plant")] == [0.0] * 3
     chain = SingleTaskReward("gardening", hierarchical=True)
     assert [chain(a, True) for a in ("chop grass", "chop tree", "place plant")] == [1.0] * 3
-    assert validate(config("env_spec.single_task='wilderness survival'")).name == "crafter"
+    assert validate(config("env_spec.single_task='wilderness survival'")).game.name == "crafter"
 
 
 # ---------------------------------------------------------------- Housekeep (row 15)
@@ -483,7 +483,7 @@ def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_te
         _, _, term, trunc, info = env.step(0)
         assert (term, trunc, info["discount"]) == (terminated, truncated, discount)
     cfg = config("env_spec.name=Housekeep-v2")
-    assert validate(cfg).name == "housekeep" and not validate(cfg).paper_setting(cfg)
+    assert validate(cfg).game.name == "housekeep" and not validate(cfg).game.paper_setting(cfg)
 
 
 # ---------------------------------------------------------------- the LM prompt (row 8)

@@ -127,3 +127,11 @@ def test_the_actors_chunks_make_the_same_run_as_this_process(tmp_path, monkeypat
     assert untimed[0] == untimed[1] and len(untimed[0]) >= 7
     assert float(rows[1][-1]["updates"]) == actors.agent.num_updates
     assert here.taken >= 400 - 16  # the pool heard of every chunk the loop finished
+
+
+def test_the_config_is_parsed_once_and_its_parts_taken_as_parsed(tmp_path):
+    ws = workspace(tmp_path / "run", "num_train_frames=100", "eval_every_frames=100")
+    assert ws.agent.options is ws.spec.agent  # the agent did not parse agent.* again
+    assert (ws.game, ws.method, ws.device) == (ws.spec.game, ws.spec.method, ws.spec.device)
+    with pytest.raises(TypeError, match="agent_options"):  # one source of options, not two
+        type(ws.agent)((4, 84, 84), 5, agent_options=ws.spec.agent, lr=1e-3)

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
 from ellm.actors.shared import STARTING, Shared, SharedPolicy
 from ellm.actors.worker import ActorSpec, actor_main
+from ellm.config import RunSpec
 from ellm.lm.watch import signal_name
 
 log = logging.getLogger(__name__)
@@ -66,17 +67,18 @@ class ActorPool:
     each actor's env resets before and ``lm_spent`` the LM dollars spent before (a resumed
     run)."""
 
-    def __init__(self, cfg: DictConfig, num_actors: int, state: Mapping[str, Any], *,
+    def __init__(self, run: RunSpec, num_actors: int, state: Mapping[str, Any], *,
                  frame: int, decay_from: int | None, env_episodes: Sequence[int] = (),
                  lm_spent: float = 0.0):
         self.context = mp.get_context("spawn")
         self.num_actors = num_actors
         self.policy = SharedPolicy(self.context, state)
         self.shared = Shared(self.context, num_actors, frame, decay_from)
+        cfg = run.cfg
         config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1, lm_spent),
                                         resolve=True)
         episodes = list(env_episodes) + [0] * num_actors
-        self.specs = [ActorSpec(i, config, actor_seed(cfg.seed, i),
+        self.specs = [ActorSpec(i, config, run.method, run.agent, actor_seed(cfg.seed, i),
                                 actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
                                 2 * CHUNK_STEPS, _log_file())
                       for i in range(num_actors)]

@@ -35,7 +35,7 @@ from ellm.checkpoint import seed_everything
 from ellm.collect import EpisodeEnd
 from ellm.games import EpisodeCounted, find_game
 from ellm.lm.watch import die_with_parent
-from ellm.methods import resolve_method
+from ellm.methods import Method
 from ellm.timing import Timer
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ class ActorSpec:
 
     index: int
     config: dict[str, Any]  # the run's resolved config, as plain data
+    method: Method  # the method and the agent's options, as the learner parsed them
+    agent: Any
     env_seed: int
     seed: int  # its action choices' and torch's seed
     env_episodes: int  # resets its env had before (a resumed run goes on to new worlds)
@@ -109,15 +111,14 @@ class Actor:
         self.spec, self.policy, self.shared, self.pipe = spec, policy, shared, pipe
         torch.set_num_threads(1)  # one core's worth: the learner and the other actors share
         cfg = OmegaConf.create(spec.config)
-        game = find_game(cfg.env_spec.name)
-        method = resolve_method(cfg, game)
+        game, method = find_game(cfg.env_spec.name), spec.method
         seed_everything(spec.seed)
         cpu = torch.device("cpu")
         parts = rollout_parts(cfg, game, method, cpu, spec.env_seed)
         if isinstance(parts.env, EpisodeCounted):
             parts.env.episode_count = spec.env_episodes
         self.rollout = parts.rollout(cfg.frame_stack)
-        build = {"num_actions": parts.env.action_space.n, "device": cpu,
+        build = {"options": spec.agent, "num_actions": parts.env.action_space.n, "device": cpu,
                  "embedder": parts.embedder, "strings": None, "seed": spec.seed,
                  "paper": game.paper_setting(cfg)}
         self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)

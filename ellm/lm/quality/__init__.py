@@ -94,7 +94,7 @@ def compose_config(overrides: list[str], out: Path) -> tuple[DictConfig, Any]:
                         "waits for its answer, so it measures with blocking=true (training "
                         "overrides are otherwise kept)")
             cfg = OmegaConf.merge(cfg, {"env_spec": {"lm_spec": {"blocking": True}}})
-        return cfg, validate(cfg)
+        return cfg, validate(cfg).game
     except (HydraException, CheckpointError) as err:
         raise ValueError(str(err)) from err
 
