@@ -41,6 +41,7 @@ class Schedule:
     decay: int = 1_000_000  # agent.train_eps_decay_steps: epsilon falls linearly from 1
     eval_every: int = 25_000  # eval_every_frames: one evaluation and one snapshot each
     eval_episodes: int = 10  # num_eval_episodes
+    length: int = 400  # env_spec.length: an evaluation episode's steps at most
 
     @property
     def evaluations(self) -> int:
@@ -51,18 +52,20 @@ class Schedule:
 PAPER = Schedule()
 
 
-def project(s: Schedule, early: float, late: float, eval_episode: float,
+def project(s: Schedule, early: float, late: float, eval_step: float,
             snapshot: float) -> dict[str, float]:
     """Seconds of each part of a run on ``s`` from seconds per training frame with epsilon 1
-    (``early``) and at its floor (``late``), per evaluation episode and per snapshot.
+    (``early``) and at its floor (``late``), per evaluation step and per snapshot.
 
     While epsilon decays linearly, the greedy share of acting (its only cost that depends on
-    epsilon) grows linearly, so the decay phase costs the mean of the two rates per frame."""
+    epsilon) grows linearly, so the decay phase costs the mean of the two rates per frame.
+    Evaluation episodes are taken at full length (``s.length`` steps): an upper bound, as an
+    agent that dies ends its episode sooner."""
     decay = min(s.decay, s.total)
     parts = {
         "decay phase": decay * (early + late) / 2,
         "late phase": (s.total - decay) * late,
-        "evaluations": s.evaluations * s.eval_episodes * eval_episode,
+        "evaluations": s.evaluations * s.eval_episodes * s.length * eval_step,
         "snapshots": s.evaluations * snapshot,
     }
     return {**parts, "total": sum(parts.values())}
@@ -91,12 +94,13 @@ class _Timed:
     """A callable's calls and seconds, counted."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn, self.calls, self.seconds = fn, 0, 0.0
+        self.fn, self.calls, self.seconds, self.last = fn, 0, 0.0, None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return self.fn(*args, **kwargs)
+            self.last = self.fn(*args, **kwargs)
+            return self.last
         finally:
             self.calls, self.seconds = self.calls + 1, self.seconds + time.perf_counter() - start
 
@@ -105,8 +109,10 @@ class _Timed:
 class Window:
     frames: int
     seconds: float  # the whole window, evaluation and snapshot included
+    train_episodes: int  # training episodes that ended in the window
     eval_episodes: int
     eval_seconds: float
+    eval_frames: float  # the evaluation episodes' steps (full length: 400 each)
     snapshots: int
     snapshot_seconds: float
 
@@ -156,13 +162,15 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
             ws.cfg.num_train_frames = ws.frame + frames
             evals, snaps = ws.evaluator.run, ws.save_snapshot
             e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
+            episodes = ws.episode
             start = time.perf_counter()
             ws.train()
             seconds = time.perf_counter() - start
             if evals.calls == ec:
                 raise RuntimeError("the window ended without the run's evaluation call")
-            return Window(frames, seconds, n if late else 0, evals.seconds - e0,
-                          snaps.calls - sc, snaps.seconds - s0)
+            length = (evals.last or {}).get("eval/episode_length", 0.0)
+            return Window(frames, seconds, ws.episode - episodes, n if late else 0, evals.seconds - e0,
+                          length * (n if late else 0), snaps.calls - sc, snaps.seconds - s0)
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
         results = [(window(late=False), window(late=True)) for _ in range(rounds)]
@@ -208,21 +216,27 @@ def report(result: LateResult, frames: int) -> None:
           f"{_spread([e / x for e, x in zip(early, late)], '{:.2f}')}x")
     print(f"  late window with {n} evaluation episode(s) and a snapshot: {_spread(whole)} "
           f"frames/s (the paper's share: 10 episodes per 25,000 frames)")
-    print(f"  evaluation: {_spread(per_episode, '{:.2f}')} s per episode; snapshot: "
-          f"{_spread(snapshot, '{:.2f}')} s")
+    steps = [w.eval_frames / w.eval_episodes for _, w in result.rounds]
+    per_step = [w.eval_seconds / max(w.eval_frames, 1) for _, w in result.rounds]
+    ended = [e.train_episodes + w.train_episodes for e, w in result.rounds]
+    print(f"  evaluation: {_spread(per_episode, '{:.2f}')} s per episode of "
+          f"{_spread(steps, '{:.0f}')} steps ({_spread([1e3 * x for x in per_step])} ms per step); "
+          f"snapshot: {_spread(snapshot, '{:.2f}')} s")
+    print(f"  training episodes ended per round (both windows): {_spread(ended, '{:.0f}')}")
     m = result.memory
     print(f"  memory after the rounds: RSS {m['rss']:.0f} MiB (peak {m['peak_rss']:.0f}), "
           f"private {m['private']:.0f} MiB; {m['children']:.0f} child process(es), "
           f"{m['children_private']:.0f} MiB private")
     parts = project(PAPER, statistics.median(early), statistics.median(late),
-                    statistics.median(per_episode), statistics.median(snapshot))
+                    statistics.median(per_step), statistics.median(snapshot))
     print(f"projected (not measured): a {PAPER.total:,}-frame run on this machine, "
           f"from the medians above")
     print(f"  decay phase, 0-{PAPER.decay:,} frames (mean of the epsilon-1 and floor rates): "
           f"{parts['decay phase'] / 3600:.1f} h")
     print(f"  late phase, {PAPER.decay:,}-{PAPER.total:,} frames (floor rate): "
           f"{parts['late phase'] / 3600:.1f} h")
-    print(f"  {PAPER.evaluations} evaluations x {PAPER.eval_episodes} episodes: "
+    print(f"  {PAPER.evaluations} evaluations x {PAPER.eval_episodes} episodes of "
+          f"{PAPER.length} steps (an upper bound; measured ms per step): "
           f"{parts['evaluations'] / 3600:.1f} h; {PAPER.evaluations} snapshots: "
           f"{parts['snapshots'] / 3600:.2f} h")
     print(f"  total: {parts['total'] / 3600:.1f} h (seed frames, start-up and the replay's growth "

@@ -10,12 +10,13 @@ from ellm.replay.storage import list_episode_files, load_episode, save_episode
 
 
 def test_projection_weights_each_phase_by_its_frames():
-    s = Schedule(total=5_000_000, decay=1_000_000, eval_every=25_000, eval_episodes=10)
-    parts = project(s, early=0.010, late=0.020, eval_episode=2.0, snapshot=0.5)
+    s = Schedule(total=5_000_000, decay=1_000_000, eval_every=25_000, eval_episodes=10,
+                 length=400)
+    parts = project(s, early=0.010, late=0.020, eval_step=0.005, snapshot=0.5)
     assert s.evaluations == 201  # frame 0, then every 25k frames up to 5M
     assert parts["decay phase"] == pytest.approx(1e6 * 0.015)
     assert parts["late phase"] == pytest.approx(4e6 * 0.020)
-    assert parts["evaluations"] == pytest.approx(201 * 10 * 2.0)
+    assert parts["evaluations"] == pytest.approx(201 * 10 * 400 * 0.005)  # full length
     assert parts["snapshots"] == pytest.approx(201 * 0.5)
     assert parts["total"] == pytest.approx(15_000 + 80_000 + 4020 + 100.5)
     assert Schedule(total=30_000, eval_every=25_000).evaluations == 3  # 0, 25k and the end
@@ -51,7 +52,9 @@ def test_late_phase_times_evaluations_on_a_prefilled_replay():
     assert early.eval_episodes == 0 and early.snapshots == 0
     assert late.eval_episodes == 1 and late.snapshots == 1  # inside the timed window
     assert 0 < late.eval_seconds + late.snapshot_seconds < late.seconds
-    assert late.train_seconds_per_frame > 0 and result.memory["private"] > 0
+    assert late.eval_frames > 0 and late.train_seconds_per_frame > 0
+    assert early.train_episodes + late.train_episodes >= 1
+    assert result.memory["private"] > 0
 
 
 def test_memory_fit_and_zlib_frames():
