@@ -168,9 +168,10 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
             seconds = time.perf_counter() - start
             if evals.calls == ec:
                 raise RuntimeError("the window ended without the run's evaluation call")
+            k = n if late else 0
             length = (evals.last or {}).get("eval/episode_length", 0.0)
-            return Window(frames, seconds, ws.episode - episodes, n if late else 0, evals.seconds - e0,
-                          length * (n if late else 0), snaps.calls - sc, snaps.seconds - s0)
+            return Window(frames, seconds, ws.episode - episodes, k, evals.seconds - e0,
+                          length * k, snaps.calls - sc, snaps.seconds - s0)
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
         results = [(window(late=False), window(late=True)) for _ in range(rounds)]
