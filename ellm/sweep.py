@@ -16,7 +16,7 @@ def closing_message(sweep_dir: Path) -> str:
     runs = [p for p in sweep_dir.iterdir() if (p / "config.json").is_file()] \
         if sweep_dir.is_dir() else []
     return (f"Sweep done: {len(runs)} run{'s' * (len(runs) != 1)} in {sweep_dir}\n"
-            f"Plot them together: python -m ellm.report {sweep_dir}  "
+            f"Plot them together: python -m ellm_tools.report {sweep_dir}  "
             f"(writes {sweep_dir / 'report'})")
 
 

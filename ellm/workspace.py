@@ -257,7 +257,7 @@ class Workspace:
             lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
                          f"{self.game.describe(self.last_eval)}.")
         lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
+                  f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)
 
     def _count_frame(self, reward: float) -> None:

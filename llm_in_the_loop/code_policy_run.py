@@ -343,7 +343,7 @@ class CodePolicyRun:
                          f"is in {self.run_dir / 'policy.py'}.")
         report = self.run_dir / "report"
         lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
+                  f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {report})"]
         return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 ``llf.yaml`` beside this module, every key documented there): a policy of
 :mod:`llm_in_the_loop.llf` plays ``num_episodes`` episodes of ``llf-crafter-v0`` or
 ``llf-housekeep-v0`` and the run directory reads like a training run's, so ``python -m
-ellm.report`` shows it beside the DQN methods.
+ellm_tools.report`` shows it beside the DQN methods.
 
 The policy is never trained: its episodes are one evaluation, logged at frame 0 (the frames
 trained). The run directory holds:
@@ -240,7 +240,7 @@ class LLFRun:
                   f"rate {metrics['eval/success_rate']:.2f}, {self.game.describe(metrics)}.")
         report = self.run_dir / "report"
         return "\n".join([played, f"Run dir: {self.run_dir}",
-                          f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"])
+                          f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {report})"])
 
 
 if __name__ == "__main__":

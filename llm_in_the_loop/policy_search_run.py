@@ -358,7 +358,7 @@ class PolicySearchRun:
                          f"{m['latency_s']:.2f} s per call, ${m['dollars']:.4f}.")
         report = self.run_dir / "report"
         lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm.report {self.run_dir}  (writes {report})"]
+                  f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {report})"]
         return "\n".join(lines)
 
 

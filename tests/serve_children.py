@@ -1,4 +1,4 @@
-"""Targets for ``ellm.lm.serve.supervise`` in tests: real child processes that behave as a
+"""Targets for ``ellm_tools.serve.supervise`` in tests: real child processes that behave as a
 model process does when it answers, fails its check, or crashes (imported by the spawned child,
 so they live in a module of their own)."""
 
@@ -35,7 +35,7 @@ def serve_until_stopped(ready: Connection) -> None:
 
 def crash_answering(in_flight, ready: Connection) -> None:
     """Ready, then dies with SIGSEGV while a request is noted in flight (as the guard notes)."""
-    from ellm.lm.serve_guard import InFlight
+    from ellm_tools.serve_guard import InFlight
 
     ready.send("ready: extra buffer types off")
     ready.close()

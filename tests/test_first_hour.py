@@ -56,7 +56,7 @@ def test_the_end_of_a_run_is_said_in_words_and_a_redirected_log_has_lines(train,
     assert "worker processes" not in out and "Warning" not in out
     assert "Last evaluation (1 episode): " in out
     assert " achievements unlocked per episode, Crafter score " in out and "%." in out
-    assert f"python -m ellm.report {run}" in out
+    assert f"python -m ellm_tools.report {run}" in out
     assert "\r" not in out  # no progress bar written into a file
     assert "frame 200/240 (83%) | " in out and "frames/s" in out  # 0 s apart: every frame
     assert out.count("time estimate: about ") == 1

@@ -30,7 +30,7 @@ def test_a_sweep_ends_pointing_at_the_report_of_all_its_runs(tmp_path, capsys, c
         instantiate(callback).on_multirun_end(config=cfg)
     assert capsys.readouterr().out.strip().splitlines() == [
         f"Sweep done: 2 runs in {sweep}",
-        f"Plot them together: python -m ellm.report {sweep}  (writes {sweep / 'report'})"]
+        f"Plot them together: python -m ellm_tools.report {sweep}  (writes {sweep / 'report'})"]
 
 
 @pytest.mark.e2e
@@ -52,5 +52,5 @@ def test_two_seed_sweep_through_submitit_local(train, tmp_path):
     # The launching process ends with the sweep's report, after the jobs it waited for.
     relative = Path(sweep).relative_to(tmp_path)
     assert proc.stdout.rstrip().endswith(
-        f"Sweep done: 2 runs in {relative}\nPlot them together: python -m ellm.report "
+        f"Sweep done: 2 runs in {relative}\nPlot them together: python -m ellm_tools.report "
         f"{relative}  (writes {relative / 'report'})"), proc.stdout[-2000:]

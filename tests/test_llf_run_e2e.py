@@ -1,5 +1,5 @@
 """`python -m llm_in_the_loop.llf_run` end to end: the LLM policy against a scripted
-OpenAI-compatible server and the scripted reference write run directories that `ellm.report`
+OpenAI-compatible server and the scripted reference write run directories that `ellm_tools.report`
 reads beside the DQN methods."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from conftest import csv_rows, find_run, run_entry
 from openai_test_server import Reply
 
-from ellm.report import build_report
+from ellm_tools.report import build_report
 from text_crafter import load_stats
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +42,7 @@ def test_llm_and_scripted_runs_are_read_by_the_report(server, tmp_path):
     scripted = run_llf(tmp_path, "exp_name=SCRIPTED", "policy=scripted", "num_episodes=2",
                        "env_spec.feedback_type=fp", "env_spec.length=12")
     assert scripted.returncode == 0, scripted.stderr[-3000:]
-    assert "Plot it: python -m ellm.report" in scripted.stdout
+    assert "Plot it: python -m ellm_tools.report" in scripted.stdout
 
     run = find_run(tmp_path, "LLM")
     config = json.loads((run / "config.json").read_text())

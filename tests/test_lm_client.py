@@ -298,7 +298,7 @@ def test_retired_model_with_base_url_runs(server, tmp_path, caplog):
 
 
 def test_a_server_of_one_model_is_asked_for_that_model(server, tmp_path, caplog):
-    # The README's two overrides (lm_class, base_url) against `python -m ellm.lm.serve`: the
+    # The README's two overrides (lm_class, base_url) against `python -m ellm_tools.serve`: the
     # default model name is not what the server serves; its answers must not be cached or
     # logged as gpt-4o-mini's.
     server.models = ["gemma-3-270m"]

@@ -115,7 +115,7 @@ def test_a_bad_value_is_an_error_naming_the_key(bad):
 
 # ---- what each request carries -------------------------------------------------------------
 def test_goal_requests_carry_the_games_vocabulary_as_a_grammar_on_llama_cpp(server, tmp_path):
-    server.owned_by = "me"  # llama-cpp-python's server (python -m ellm.lm.serve)
+    server.owned_by = "me"  # llama-cpp-python's server (python -m ellm_tools.serve)
     server.push(Reply.bullets("chop tree", "drink water"))
     lm = suggester(server, tmp_path, max_num_goals=3)
     assert lm.suggest(STATE) == ["chop tree", "drink water"]

@@ -306,7 +306,7 @@ def test_a_run_mostly_on_fallback_goals_is_told_what_to_change():
     slow = fallback_warning({"queries": 1011.0, "fallback_steps": 771.0, "api_calls": 9.0})
     assert slow is not None and slow.startswith("76% of the LM queries (771 of 1011) got "
                                                 "fallback goals")
-    assert "python -m ellm.lm.serve --parallel N" in slow
+    assert "python -m ellm_tools.serve --parallel N" in slow
     assert "env_spec.lm_spec.max_in_flight=N" in slow and "faster server" in slow
     assert fallback_warning({"queries": 1000.0, "fallback_steps": 100.0}) is None  # 10%: fine
     assert fallback_warning({"queries": 1000.0}) is None  # blocking: no fallback at all

@@ -1,4 +1,4 @@
-"""`python -m ellm.lm.quality`: the state sample, the scores against the oracle and the ground
+"""`python -m ellm_tools.lm_quality`: the state sample, the scores against the oracle and the ground
 truth, the outputs, and the config errors."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from openai_test_server import OpenAITestServer, Reply
 from ellm.games.housekeep.method import yes_no_prompt
 from ellm.lm import SimpleOracle, TextState
 from ellm.lm.prompts import state_description
-from ellm.lm.quality import main, prepare, run
-from ellm.lm.quality.score import score_crafter
-from ellm.lm.quality.states import (
+from ellm_tools.lm_quality import main, prepare, run
+from ellm_tools.lm_quality.score import score_crafter
+from ellm_tools.lm_quality.states import (
     CrafterSample,
     sample_crafter_states,
     sample_housekeep_questions,
@@ -173,13 +173,13 @@ def test_bad_arguments_name_the_key(tmp_path, capsys):
         assert key in capsys.readouterr().err
     assert not (tmp_path / "quality.json").exists()
     assert main(["--help"]) == 0
-    assert "python -m ellm.lm.quality [states=N] [out=DIR]" in capsys.readouterr().out
+    assert "python -m ellm_tools.lm_quality [states=N] [out=DIR]" in capsys.readouterr().out
 
 
 @pytest.mark.e2e
 def test_command_line(tmp_path):
     def quality(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ellm.lm.quality", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "ellm_tools.lm_quality", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300, check=False)
 
     bad = quality("env_spec.lm_spec.lm_clas=SimpleOracle")

@@ -1,4 +1,4 @@
-"""`python -m ellm.lm.serve`: model lookup (fast) and a real packaged LLM end to end (slow)."""
+"""`python -m ellm_tools.serve`: model lookup (fast) and a real packaged LLM end to end (slow)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pytest
 
 from ellm.lm import TextState, build_suggester
 from ellm.lm.prompts import CHAT_SYSTEM, VALID_VERBS, BulletPrompt
-from ellm.lm.serve import (
+from ellm.lm.watch import supervise
+from ellm_tools.serve import (
     PACKAGED_MODELS,
     PLAIN_CHAT_FORMAT,
     ModelNotFound,
@@ -29,7 +30,6 @@ from ellm.lm.serve import (
     plain_prompt,
     wait_until_ready,
 )
-from ellm.lm.watch import supervise
 from text_crafter.actions import GOOD_ACTIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +138,7 @@ def _available_model() -> str | None:
 
 @contextlib.contextmanager
 def packaged_server(tmp_path: Path, *args: str):
-    """``python -m ellm.lm.serve ARGS`` with a packaged model on a free port: yields (model name,
+    """``python -m ellm_tools.serve ARGS`` with a packaged model on a free port: yields (model name,
     base_url, log path) once it answers, and stops it after. In CI (CI=true, where
     scripts/_venv.sh installs the llm extra) a missing piece is a failure, not a skip."""
     missing = pytest.fail if os.environ.get("CI") == "true" else pytest.skip
@@ -152,7 +152,7 @@ def packaged_server(tmp_path: Path, *args: str):
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:  # a file, not a pipe nobody reads: it never blocks
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ellm.lm.serve", "--model", name, "--port", str(port),
+            [sys.executable, "-m", "ellm_tools.serve", "--model", name, "--port", str(port),
              "--cache-dir", str(tmp_path), *args],
             cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=log,
             stderr=subprocess.STDOUT)
@@ -204,7 +204,7 @@ def test_real_llm_suggests_valid_goals(tmp_path):
 def test_slot_pool_lends_each_request_a_free_slot_and_queues_the_rest():
     import asyncio
 
-    from ellm.lm.serve import slot_pool
+    from ellm_tools.serve import slot_pool
 
     lend = slot_pool(["a", "b"])
 
@@ -228,7 +228,7 @@ def test_slot_pool_lends_each_request_a_free_slot_and_queues_the_rest():
 
 
 def test_parallel_and_threads_are_checked(capsys):
-    from ellm.lm.serve import threads_per_slot
+    from ellm_tools.serve import threads_per_slot
 
     for bad in (["--parallel", "0"], ["--threads", "0"]):
         with pytest.raises(SystemExit) as exit_:
@@ -299,7 +299,7 @@ def test_a_crash_while_serving_names_the_requests_in_flight_not_a_guess(capsys, 
 
     import serve_children
 
-    from ellm.lm.serve import LOAD_CRASH_HINT, crash_hint
+    from ellm_tools.serve import LOAD_CRASH_HINT, crash_hint
 
     in_flight = multiprocessing.get_context("spawn").Array("c", 2048, lock=False)
     code = supervise(serve_children.crash_answering, (in_flight,), url="http://h/v1",
@@ -315,7 +315,7 @@ def test_a_crash_while_serving_names_the_requests_in_flight_not_a_guess(capsys, 
 
 def test_grammars_too_long_or_too_deep_for_llama_cpp_are_named():
     from ellm.lm.constraints import GoalList
-    from ellm.lm.serve_guard import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH, grammar_problem
+    from ellm_tools.serve_guard import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH, grammar_problem
 
     vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))
     assert grammar_problem(GoalList("goals", vocabulary=vocabulary, max_items=8).grammar()) is None
@@ -329,7 +329,7 @@ def test_grammars_too_long_or_too_deep_for_llama_cpp_are_named():
 def test_the_request_guard_refuses_large_bodies_unread_and_notes_requests_in_flight():
     import asyncio
 
-    from ellm.lm.serve_guard import InFlight, RequestGuard
+    from ellm_tools.serve_guard import InFlight, RequestGuard
 
     seen: list[tuple[bytes, list[str]]] = []
     flight = InFlight()
@@ -431,7 +431,7 @@ def test_extra_buffer_types_are_off_unless_asked(tmp_path):
     _llama_or_missing()
     import llama_cpp.llama_cpp as low
 
-    from ellm.lm.llama import extra_buffer_types
+    from ellm_tools.llama import extra_buffer_types
 
     assert low.llama_model_default_params().use_extra_bufts  # llama.cpp's own default: on
     for enabled in (False, True):

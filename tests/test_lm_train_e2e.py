@@ -16,7 +16,7 @@ from conftest import csv_rows
 from openai_test_server import Reply
 
 from ellm import checkpoint
-from ellm.report.runs import method_name
+from ellm_tools.report.runs import method_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"OPENAI_API_KEY": "sk-env-openai-SECRET-1", "ELLM_LM_API_KEY": "env-local-SECRET-2"}

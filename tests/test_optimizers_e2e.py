@@ -1,5 +1,5 @@
 """`python -m llm_in_the_loop.policy_search_run` and `code_policy_run` end to end against a
-scripted OpenAI-compatible server and as references; `ellm.report` reads their run directories."""
+scripted OpenAI-compatible server and as references; `ellm_tools.report` reads their run directories."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from conftest import csv_rows, find_run, run_entry
 from openai_test_server import Reply
 
-from ellm.report import build_report
+from ellm_tools.report import build_report
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
               f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.lm=test-model",
               "env_spec.lm_spec.endpoint=completions", "progress_every_s=0", "reasks=0")
     assert llm.returncode == 0, llm.stderr[-3000:]
-    assert "Plot it: python -m ellm.report" in llm.stdout
+    assert "Plot it: python -m ellm_tools.report" in llm.stdout
     # Progress at the pace asked (0: after every episode), warm-up and evaluations included.
     out = llm.stdout + llm.stderr
     assert "1/11 training episodes played (warm-up), best return so far " in out

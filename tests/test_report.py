@@ -1,4 +1,4 @@
-"""``python -m ellm.report`` on run directories of tiny real training runs (one Hydra multirun:
+"""``python -m ellm_tools.report`` on run directories of tiny real training runs (one Hydra multirun:
 2 methods x 2 seeds), checked against numbers recomputed here from the runs' own files; plus
 runs with no data, runs in progress, old configs, Housekeep runs and the CPU preset."""
 
@@ -17,9 +17,9 @@ import crafter
 import pytest
 from conftest import run_train, train_env
 
-from ellm.report import NotARunDir, build_report, load_runs, method_name
-from ellm.report.aggregate import lm_totals
-from ellm.report.runs import Run
+from ellm_tools.report import NotARunDir, build_report, load_runs, method_name
+from ellm_tools.report.aggregate import lm_totals
+from ellm_tools.report.runs import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 ACHIEVEMENTS = list(crafter.constants.achievements)
@@ -147,7 +147,7 @@ def test_score_table_pools_the_last_evaluations(sweep, tmp_path):
     summary = report.summary.read_text()
     assert "achievements / episode, last 2 evals" in summary
     assert json.loads((tmp_path / "report.json").read_text())["last_evals"] == 2
-    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(sweep), "--out",
+    proc = subprocess.run([sys.executable, "-m", "ellm_tools.report", str(sweep), "--out",
                            str(tmp_path / "cli"), "--last-evals", "0"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "--last-evals must be a positive" in proc.stderr
@@ -173,7 +173,7 @@ def test_lm_usage_per_million_frames(sweep, tmp_path):
 @pytest.mark.e2e
 def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
     one = run_dirs(sweep)[0]
-    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(sweep), str(one),
+    proc = subprocess.run([sys.executable, "-m", "ellm_tools.report", str(sweep), str(one),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -206,7 +206,7 @@ def test_cli_on_sweep_and_run_dirs(sweep, tmp_path):
 def test_copied_records_rebuild_the_same_report(sweep, tmp_path):
     """--copy-runs keeps what the report reads, small and free of this machine's paths, and a
     report rebuilt from the copies alone, the runs gone, is the same report."""
-    from ellm.report.__main__ import main
+    from ellm_tools.report.__main__ import main
 
     runs = tmp_path / "runs_elsewhere"
     shutil.copytree(sweep, runs)
@@ -241,7 +241,7 @@ def test_cli_rejects_paths_that_are_not_run_dirs(tmp_path):
     (tmp_path / "file.txt").write_text("x")
     for path, message in (("empty", "is not a run directory and holds none"),
                           ("missing", "does not exist"), ("file.txt", "is a file")):
-        proc = subprocess.run([sys.executable, "-m", "ellm.report", path, "--out", "out"],
+        proc = subprocess.run([sys.executable, "-m", "ellm_tools.report", path, "--out", "out"],
                               capture_output=True, text=True, cwd=tmp_path, timeout=120,
                               check=False)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -452,7 +452,7 @@ def test_cpu_presets_change_only_budget_eval_and_epsilon():
 @pytest.mark.e2e
 def test_runs_name_their_method_and_game_and_old_run_dirs_still_read(sweep, tmp_path):
     from ellm.games import GAMES
-    from ellm.report.runs import game_of, method_name
+    from ellm_tools.report.runs import game_of, method_name
 
     for run in run_dirs(sweep):
         config = json.loads((run / "config.json").read_text())
@@ -497,7 +497,7 @@ def test_pooling_that_could_mislead_is_warned_about_and_experiments_can_be_kept_
 @pytest.mark.e2e
 def test_out_defaults_to_a_report_dir_inside_the_one_path(sweep, tmp_path):
     run = copy_run(run_dirs(sweep)[0], tmp_path / "run")
-    proc = subprocess.run([sys.executable, "-m", "ellm.report", str(run)], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "ellm_tools.report", str(run)], cwd=tmp_path,
                           env=train_env(tmp_path), capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stderr
@@ -522,7 +522,7 @@ def sent_run(root: Path, name: str, label: str, **config) -> Path:
 
 @pytest.mark.parametrize("label", ["..", ".", "../../escape", "/", "", ".hidden", "a" * 500])
 def test_copy_runs_stays_in_its_own_directory_whatever_the_label(tmp_path, label):
-    from ellm.report.__main__ import main
+    from ellm_tools.report.__main__ import main
 
     out = tmp_path / "out"
     (out / "runs").mkdir(parents=True)
@@ -539,7 +539,7 @@ def test_copy_runs_stays_in_its_own_directory_whatever_the_label(tmp_path, label
 
 
 def test_the_report_never_follows_a_symlink_out_of_a_run_or_writes_through_one(tmp_path):
-    from ellm.report.__main__ import main
+    from ellm_tools.report.__main__ import main
 
     secret = tmp_path / "secret.csv"
     secret.write_text("frame,password\n1,hunter2\n")
@@ -586,8 +586,8 @@ def test_records_that_are_not_what_runs_write_are_dropped_or_refused(tmp_path):
 
 # ------------------------------------------------------------------------ figures fit their data
 def test_runs_that_were_only_evaluated_are_bars_not_a_line_at_one_x(tmp_path):
-    from ellm.report.aggregate import Curve
-    from ellm.report.figures import line_figure
+    from ellm_tools.report.aggregate import Curve
+    from ellm_tools.report.figures import line_figure
 
     def at_zero(method: str, values: list[float]) -> Curve:
         runs = {f"{method}{i}": {0: v} for i, v in enumerate(values)}
@@ -621,7 +621,7 @@ def test_curves_against_episodes_get_whole_number_ticks(tmp_path):
 
 
 def test_plus_minus_says_what_it_is_and_shows_the_runs():
-    from ellm.report.summary import GLOSSARY, _ms
+    from ellm_tools.report.summary import GLOSSARY, _ms
 
     assert _ms([0.5, 0.7]) == "0.60 ± 0.10 (2: 0.50, 0.70)"  # half the gap of two runs
     assert _ms([1.0, 2.0, 3.0]) == "2.00 ± 0.82 (3: 1.00, 2.00, 3.00)"

@@ -208,7 +208,7 @@ def test_two_seed_sweep_on_a_real_slurm_cluster(slurm, tmp_path):
     _wait_for(lambda: not {"JobState=RUNNING", "JobState=COMPLETING"} & set(states()), 60,
               f"job {array_id} to end", slurm.conf.parent)
     assert states() == ["JobState=COMPLETED", "ExitCode=0:0"] * 2
-    proc = run_entry("ellm.report", tmp_path, str(sweep))
+    proc = run_entry("ellm_tools.report", tmp_path, str(sweep))
     assert "2 runs (2 with data)" in proc.stdout, proc.stdout
     (score,) = json.loads((sweep / "report" / "report.json").read_text())["scores"]
     assert sorted(score["seeds"]) == [1, 2]

@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import PRETRAIN, ROOT, TINY, csv_rows, find_run, run_train, train_env
 
-from ellm.report import build_report
+from ellm_tools.report import build_report
 
 pytestmark = pytest.mark.e2e  # every test here runs train.py
 

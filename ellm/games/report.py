@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GameReport:
-    """How ``python -m ellm.report`` presents a game's runs."""
+    """How ``python -m ellm_tools.report`` presents a game's runs."""
 
     name: str  # the ``game`` a run records
     label: str = ""  # put before method names ("Housekeep: ELLM-oracle"); "" for none

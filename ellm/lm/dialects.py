@@ -9,7 +9,7 @@ the fields of its server's *dialect*, sent through the ``openai`` client:
 - ``vllm``: ``extra_body={"structured_outputs": {"json": schema}}`` (vLLM 0.10.2 and later),
   ``extra_body={"guided_json": schema}`` before (removed in 0.12);
 - ``llama.cpp``: ``extra_body={"grammar": gbnf}`` (llama.cpp's ``llama-server`` and
-  llama-cpp-python's server, which ``python -m ellm.lm.serve`` runs; both endpoints).
+  llama-cpp-python's server, which ``python -m ellm_tools.serve`` runs; both endpoints).
 
 ``constrained=auto`` (:func:`auto_dialect`) turns constraints on where the server is known to
 support them: OpenAI's API for the chat models of :data:`OPENAI_STRUCTURED` on the chat endpoint;

@@ -44,7 +44,7 @@ def fallback_warning(counts: Mapping[str, float]) -> str | None:
         return None
     return (f"{fallback / queries:.0%} of the LM queries ({fallback:.0f} of {queries:.0f}) got "
             "fallback goals: the server answered too slowly for this run. Serve more requests "
-            "at once (python -m ellm.lm.serve --parallel N, with "
+            "at once (python -m ellm_tools.serve --parallel N, with "
             "env_spec.lm_spec.max_in_flight=N) or use a faster server (docs/lm.md)")
 
 

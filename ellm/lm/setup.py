@@ -69,7 +69,7 @@ def list_models(client: openai.OpenAI, spec: LMSpec, scrub: Any) -> list[tuple[s
 def adopt_served_model(spec: LMSpec, served: list[str], say_once: Any) -> LMSpec:
     """``spec`` with the model a non-OpenAI server serves (``GET /models``).
 
-    A server that serves a single other model (``python -m ellm.lm.serve``) would answer a
+    A server that serves a single other model (``python -m ellm_tools.serve``) would answer a
     request for any name with that model; its answers are then asked for, logged and cached
     under the served name, with a warning, so a local model's answers never pass for another
     model's. A name the server does not list is sent as is, with a warning."""

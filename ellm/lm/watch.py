@@ -1,5 +1,5 @@
 """A child process that holds a model, watched: its crash or failed start-up check is reported
-by name instead of leaving a server that closes every connection (ellm.lm.serve)."""
+by name instead of leaving a server that closes every connection (ellm_tools.serve)."""
 
 from __future__ import annotations
 

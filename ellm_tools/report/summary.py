@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ellm.games import GAMES
-from ellm.report.aggregate import (
+from ellm_tools.report.aggregate import (
     COLLAPSE,
     EXPLORATION,
     LMUsage,
@@ -16,10 +16,10 @@ from ellm.report.aggregate import (
     MethodScores,
     ReturnScores,
 )
-from ellm.report.runs import Run
+from ellm_tools.report.runs import Run
 
 if TYPE_CHECKING:
-    from ellm.report import Report
+    from ellm_tools.report import Report
 
 GLOSSARY = """\
 How to read this:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ellm.report.runs import Run, cfg_get
+from ellm_tools.report.runs import Run, cfg_get
 from text_crafter import ACHIEVEMENTS, crafter_score, success_rates
 
 Points = dict[int, float]  # frame -> value

@@ -1,4 +1,4 @@
-"""What the packaged server (:mod:`ellm.lm.serve`) refuses before llama.cpp sees it, and what it
+"""What the packaged server (:mod:`ellm_tools.serve`) refuses before llama.cpp sees it, and what it
 knows when its model process dies.
 
 llama.cpp trusts its input: a grammar nested a few thousand levels deep overflows its parser's

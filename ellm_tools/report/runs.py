@@ -402,7 +402,7 @@ RECORD_FILES: tuple[str, ...] = ("config.json", "*.csv", "train/stats.jsonl", "e
 def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
     """Copy each run's records (:data:`RECORD_FILES`) into ``dest/<method>_seed<k>`` (a suffix
     keeps two runs of one method and seed apart), so that a report can be rebuilt from the copies
-    once the run directories are gone: ``python -m ellm.report DEST``. A run already under
+    once the run directories are gone: ``python -m ellm_tools.report DEST``. A run already under
     ``dest`` is left as it is. Returns the copies' directories."""
     dest = Path(dest)
     if dest.is_symlink():

@@ -4,13 +4,13 @@ Extra buffer types are off by default. With them on, llama.cpp repacks the weigh
 into CPU-specific layouts (the AMX and "repack" buffer types). On CPUs with AMX, llama.cpp
 0.3.x builds crash (SIGSEGV in libggml-cpu) on the first completion of a repacked model, and a
 build option cannot reach users who type ``pip install -e '.[llm]'``. Loading without them works
-on every CPU; what it costs where both run is measured by ``python -m ellm.lm.llama --speed``
+on every CPU; what it costs where both run is measured by ``python -m ellm_tools.llama --speed``
 (docs/lm.md).
 
 llama-cpp-python's ``Llama`` takes no ``use_extra_bufts`` argument: it starts from
 ``llama_model_default_params()``, so :func:`extra_buffer_types` sets the flag on those defaults.
 
-    python -m ellm.lm.llama --speed [--model gemma3-270m|PATH] [--tokens 64]
+    python -m ellm_tools.llama --speed [--model gemma3-270m|PATH] [--tokens 64]
 """
 
 from __future__ import annotations
@@ -82,13 +82,13 @@ def measure(path: str, *, extra_bufts: bool, tokens: int, n_threads: int | None)
 def speed(model: str, tokens: int, n_threads: int | None) -> int:
     """Measure with and without extra buffer types, each in a fresh process (a crash of one,
     e.g. on a CPU with AMX, is reported as such and does not hide the other)."""
-    from ellm.lm.serve import locate_model
     from ellm.lm.watch import signal_name
+    from ellm_tools.serve import locate_model
 
     path = str(locate_model(model).path)
     results: dict[str, dict[str, float] | str] = {}
     for extra in (False, True):
-        code = ("import json, sys; from ellm.lm.llama import measure; print(json.dumps(measure("
+        code = ("import json, sys; from ellm_tools.llama import measure; print(json.dumps(measure("
                 f"{path!r}, extra_bufts={extra}, tokens={tokens}, n_threads={n_threads})))")
         done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
                               text=True)
@@ -114,7 +114,7 @@ def speed(model: str, tokens: int, n_threads: int | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ellm.lm.llama", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.llama", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speed", action="store_true", required=True,
                         help="tokens/s with and without llama.cpp's extra buffer types")

@@ -1,4 +1,4 @@
-"""``python -m ellm.report RUN_OR_SWEEP_DIR... --out DIR``: figures and a Markdown summary of
+"""``python -m ellm_tools.report RUN_OR_SWEEP_DIR... --out DIR``: figures and a Markdown summary of
 training runs, grouped by method.
 
 Reads run directories written by ``python train.py`` (or any directory holding them: a Hydra
@@ -19,7 +19,7 @@ sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
 - ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
   tables.
 
-Methods are named from each run's saved config (:func:`ellm.report.runs.method_name`).
+Methods are named from each run's saved config (:func:`ellm_tools.report.runs.method_name`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ellm.files import write_text
 from ellm.games import GAMES
-from ellm.report.aggregate import (
+from ellm_tools.report.aggregate import (
     LMUsage,
     MethodDiagnostics,
     MethodScores,
@@ -48,9 +48,9 @@ from ellm.report.aggregate import (
     scores,
     train_achievements,
 )
-from ellm.report.figures import bar_figure, line_figure
-from ellm.report.runs import NotARunDir, Run, load_runs, method_name
-from ellm.report.summary import evals_label, render
+from ellm_tools.report.figures import bar_figure, line_figure
+from ellm_tools.report.runs import NotARunDir, Run, load_runs, method_name
+from ellm_tools.report.summary import evals_label, render
 from text_crafter import ACHIEVEMENTS
 
 __all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]

@@ -1,6 +1,6 @@
-"""What a goal suggester is worth, in a minute: ``python -m ellm.lm.quality``.
+"""What a goal suggester is worth, in a minute: ``python -m ellm_tools.lm_quality``.
 
-    python -m ellm.lm.quality [states=N] [out=DIR] [key=value ...]
+    python -m ellm_tools.lm_quality [states=N] [out=DIR] [key=value ...]
 
 ``key=value`` are the overrides of ``train.py`` (``env_spec.lm_spec.*``, ``env_spec.name``,
 ``seed``, ...), composed from the same ``config.yaml`` and checked by the same code, so a bad key
@@ -33,10 +33,10 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.checkpoint import CheckpointError
 from ellm.config import redacted, validate
 from ellm.lm import LMConfigError, SimpleOracle, parse_lm_spec
-from ellm.lm.quality import score
-from ellm.lm.quality.states import sample_crafter_states, sample_housekeep_questions
+from ellm_tools.lm_quality import score
+from ellm_tools.lm_quality.states import sample_crafter_states, sample_housekeep_questions
 
-ROOT = Path(__file__).resolve().parents[3]  # config.yaml
+ROOT = Path(__file__).resolve().parents[2]  # config.yaml
 CONFIG_ERROR = 2  # as train.py
 log = logging.getLogger(__name__)
 DEFAULT_STATES = 200

@@ -9,7 +9,7 @@ when none of them fits (as llama.cpp's own server checks the sampled token first
 decoding picks the same token as the full check (the likeliest valid token is among them
 whenever any valid one is); sampling draws from the valid tokens among them.
 
-    python -m ellm.lm.llama_grammar [--model gemma3-270m|PATH] [--tokens 40] [--threads N]
+    python -m ellm_tools.llama_grammar [--model gemma3-270m|PATH] [--tokens 40] [--threads N]
 
 measures what it saves: seconds per answer token of a free answer, of a constrained one checked
 against the whole vocabulary, and of one checked likeliest first.
@@ -121,11 +121,11 @@ def refuse_bad_grammars(llama: Any) -> None:
     with it; parsed here first, with ``llama``'s vocabulary, a bad grammar is refused alone, in
     words a client recognises (docs/lm.md, "Answers that are always valid"). One too long or
     nested too deep for llama.cpp's parser is refused before it parses it
-    (:func:`ellm.lm.serve_guard.grammar_problem`)."""
+    (:func:`ellm_tools.serve_guard.grammar_problem`)."""
     import llama_cpp
     from fastapi import HTTPException
 
-    from ellm.lm.serve_guard import grammar_problem
+    from ellm_tools.serve_guard import grammar_problem
 
     original = llama_cpp.LlamaGrammar.from_string.__func__
     vocab = llama._model.vocab
@@ -151,7 +151,7 @@ def speed(model: str, tokens: int, n_threads: int | None) -> dict[str, float]:
     from llama_cpp import Llama, LlamaGrammar, _internals
 
     from ellm.lm.constraints import GoalList
-    from ellm.lm.serve import locate_model
+    from ellm_tools.serve import locate_model
     from text_crafter import GOOD_ACTIONS
 
     vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))
@@ -181,7 +181,7 @@ def speed(model: str, tokens: int, n_threads: int | None) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ellm.lm.llama_grammar",
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.llama_grammar",
                                      description="Seconds per answer token, free and with a "
                                                  "grammar checked two ways (module docstring).")
     parser.add_argument("--model", default="gemma3-270m", help="packaged name or .gguf path")

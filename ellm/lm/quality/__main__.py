@@ -1,5 +1,0 @@
-import sys
-
-from ellm.lm.quality import main
-
-sys.exit(main())

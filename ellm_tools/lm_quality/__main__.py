@@ -1,0 +1,5 @@
+import sys
+
+from ellm_tools.lm_quality import main
+
+sys.exit(main())
