@@ -5,8 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ellm.bench_late import PAPER, Schedule, eval_episodes_for, late_phase, project, tile_episodes
 from ellm.replay.storage import list_episode_files, load_episode, save_episode
+from ellm_tools.bench_late import (
+    PAPER,
+    Schedule,
+    eval_episodes_for,
+    late_phase,
+    project,
+    tile_episodes,
+)
 
 
 def test_projection_weights_each_phase_by_its_frames():
@@ -58,7 +65,7 @@ def test_late_phase_times_evaluations_on_a_prefilled_replay():
 
 
 def test_memory_fit_and_zlib_frames():
-    from ellm.replay.memory import ZlibFrames, linear_fit
+    from ellm_tools.replay_memory import ZlibFrames, linear_fit
 
     assert linear_fit([(250_000, 2000.0), (1_000_000, 7000.0)]) == pytest.approx(
         (2000.0 - 250_000 * 5000 / 750_000, 5000 / 750_000))

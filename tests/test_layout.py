@@ -13,12 +13,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("text_crafter", "text_housekeep")
-# The modules of the method that must work for any game: they reach a game only through
-# ellm.games (its Game plug-in), never by importing it.
-CORE = ("ellm/workspace.py", "ellm/evaluate.py", "ellm/rollout.py", "ellm/reward.py",
-        "ellm/goals.py", "ellm/agent.py", "ellm/config.py", "ellm/methods.py",
-        "ellm/lm/base.py", "ellm/lm/__init__.py", "ellm/build.py", "ellm/actors/worker.py",
-        "ellm/collect.py", "ellm/actors/collector.py", "ellm/actors/pool.py")
+# Every module of the method outside ellm/games/ must work for any game: it reaches a game only
+# through ellm.games (its Game plug-in), never by importing it; and it never imports a tool.
+CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ellm").rglob("*.py")
+              if "games" not in p.relative_to(ROOT / "ellm").parts)
+TOOLS = "ellm_tools"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -32,9 +31,21 @@ def imported_modules(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("module", CORE)
-def test_no_core_module_imports_a_game(module):
-    games = {m for m in imported_modules(ROOT / module) if m.split(".")[0] in GAMES}
+def test_no_core_module_imports_a_game_or_a_tool(module):
+    imported = imported_modules(ROOT / module)
+    games = {m for m in imported if m.split(".")[0] in GAMES}
     assert not games, f"{module} imports {sorted(games)}: go through its ellm.games plug-in"
+    tools = {m for m in imported if m.split(".")[0] == TOOLS}
+    assert not tools, f"{module} imports {sorted(tools)}: the method never imports a tool"
+
+
+def test_the_tools_sit_apart_from_the_method():
+    assert len(CORE) > 40  # the walk found the method
+    for name in ("report", "lm_quality", "serve.py", "serve_guard.py", "llama.py",
+                 "llama_grammar.py", "bench.py", "bench_late.py", "bench_actors.py",
+                 "bench_replay.py", "replay_memory.py", "bench_baselines.py"):
+        assert (ROOT / TOOLS / name).exists(), name
+    assert not [p for p in (ROOT / "ellm").rglob("*bench*.py")]
 
 
 def test_the_method_pieces_that_need_no_game_load_none():

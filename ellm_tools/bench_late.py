@@ -1,6 +1,6 @@
 """The late phase of a paper run, measured, and the 5M-frame time projected from the phases.
 
-    python -m ellm.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
 
 One workspace (the README's oracle pretraining command in the paper setting, one process, on the
 CPU unless an override names a device) first collects real episodes with random actions, then
@@ -137,8 +137,8 @@ LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sber
 def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                collect: int = 1200) -> LateResult:
     """Pre-fill, then ``rounds`` of (early window, late window); see the module docstring."""
-    from ellm.bench import _workspace
     from ellm.replay import ReplayStorage
+    from ellm_tools.bench import _workspace
 
     n = eval_episodes_for(frames)
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,7 +182,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
 def memory_mib() -> dict[str, float]:
     """This process's resident and private memory and its children's private memory (replay
     workers), in MiB, from /proc."""
-    from ellm.replay.bench import private_mib
+    from ellm_tools.bench_replay import private_mib
 
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
                   .splitlines() if ":" in line)

@@ -1,4 +1,4 @@
-"""Replay memory at scale (``python -m ellm.replay.bench --memory``), and frames compressed one
+"""Replay memory at scale (``python -m ellm_tools.bench_replay --memory``), and frames compressed one
 by one in memory, measured against the current arrays.
 
 Each size is loaded in a fresh process so that its memory is its own; the frames dominate
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ellm.bench_late import tile_episodes
-from ellm.replay.bench import BATCH, GAMMA, NSTEP, STACK, private_mib, write_crafter_episodes
 from ellm.replay.loader import make_replay_loader
 from ellm.replay.sampling import EpisodeShard, _stack_into
 from ellm.replay.storage import list_episode_files, load_episode
+from ellm_tools.bench_late import tile_episodes
+from ellm_tools.bench_replay import BATCH, GAMMA, NSTEP, STACK, private_mib, write_crafter_episodes
 
 PAPER_CAPACITY = 5_000_000
 

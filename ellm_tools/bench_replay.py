@@ -1,7 +1,7 @@
 """Replay benchmark on real Crafter frames: bytes per transition, sampling speed, worker RAM.
 
-    python -m ellm.replay.bench [--episodes 20] [--length 400] [--batches 300]
-    python -m ellm.replay.bench --memory 250000,1000000 [--workers 0,2] [--episodes 4]
+    python -m ellm_tools.bench_replay [--episodes 20] [--length 400] [--batches 300]
+    python -m ellm_tools.bench_replay --memory 250000,1000000 [--workers 0,2] [--episodes 4]
 
 ``--memory`` writes ``--episodes`` real episodes, tiles their files (hard links) up to the
 largest size, and for each size and worker count starts a fresh process that loads that many
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.memory:
-        from ellm.replay.memory import memory_bench
+        from ellm_tools.replay_memory import memory_bench
 
         memory_bench([int(n) for n in args.memory.split(",")],
                      [int(n) for n in args.workers.split(",")], args.episodes, args.length,

@@ -1,12 +1,12 @@
 """Speed of the training loop, measured side by side in one process.
 
-    python -m ellm.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
-    python -m ellm.bench --side-by-side [--frames 3000] [key=value ...]
-    python -m ellm.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
-    python -m ellm.bench --slots 2 [--requests 16]
-    python -m ellm.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
+    python -m ellm_tools.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
+    python -m ellm_tools.bench --side-by-side [--frames 3000] [key=value ...]
+    python -m ellm_tools.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
+    python -m ellm_tools.bench --slots 2 [--requests 16]
+    python -m ellm_tools.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
         [--actor-overrides key=value ...] [key=value ...]
-    python -m ellm.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -24,14 +24,14 @@ the environment) once alone, then twice at the same time, and prints each run's 
 side-by-side runs >= 0.4x of one run alone).
 
 ``--lm`` measures what a real language model costs the loop: ``train.py`` with the oracle, then
-with the packaged local LLM (``python -m ellm.lm.serve``, started here unless ``--lm-url`` names
+with the packaged local LLM (``python -m ellm_tools.serve``, started here unless ``--lm-url`` names
 a running OpenAI-compatible server) asked blocking, then non-blocking
 (``env_spec.lm_spec.blocking=false``), one after the other in one sitting, each with an empty LM
 cache and no updates (the seed frames cover the run), so the LM's share is not diluted. It prints
 each run's frames/s (training episodes after the first, the model already loaded) against the
 oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps and waiting time.
 
-``--slots N`` measures the local server's concurrency (``python -m ellm.lm.serve --parallel``):
+``--slots N`` measures the local server's concurrency (``python -m ellm_tools.serve --parallel``):
 the same ``--requests`` distinct prompts, all sent at once, answered by one slot with N threads,
 then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
 and their ratio.
@@ -40,13 +40,13 @@ and their ratio.
 counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the ratios, updates per
 frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
 applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
-``--stub-learner`` the main process makes no update (:mod:`ellm.actors.bench`, docs/scale.md).
+``--stub-learner`` the main process makes no update (:mod:`ellm_tools.bench_actors`, docs/scale.md).
 
 ``--late`` measures a run's late phase in one process: epsilon at its floor, full-length
 episodes, the replay pre-filled to ``--prefill`` transitions, evaluations and snapshots at the
 schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds; it prints the median
 and spread, the memory, and the 5M-frame time projected from the schedule's phases
-(:mod:`ellm.bench_late`).
+(:mod:`ellm_tools.bench_late`).
 """
 
 from __future__ import annotations
@@ -146,12 +146,12 @@ def lm_cost(frames: int, lm_url: str | None, overrides: list[str]) -> None:
     server = None
     with tempfile.TemporaryDirectory() as tmp:
         if lm_url is None:
-            from ellm.lm.serve import wait_until_ready
+            from ellm_tools.serve import wait_until_ready
 
             port = _free_port()
             lm_url = f"http://127.0.0.1:{port}/v1"
             server = subprocess.Popen(
-                [sys.executable, "-m", "ellm.lm.serve", "--port", str(port),
+                [sys.executable, "-m", "ellm_tools.serve", "--port", str(port),
                  "--cache-dir", str(Path(tmp) / "models")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             wait_until_ready(lm_url, timeout=300, process=server)
@@ -195,7 +195,7 @@ def serve_slots(slots: int, requests: int) -> None:
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    from ellm.lm.serve import wait_until_ready
+    from ellm_tools.serve import wait_until_ready
 
     things = ["a tree", "a cow", "water", "stone", "a zombie", "a table", "grass", "sand",
               "a skeleton", "coal", "iron", "a furnace", "lava", "a plant", "a diamond", "a path"]
@@ -207,7 +207,7 @@ def serve_slots(slots: int, requests: int) -> None:
             port = _free_port()
             url = f"http://127.0.0.1:{port}/v1"
             server = subprocess.Popen(
-                [sys.executable, "-m", "ellm.lm.serve", "--port", str(port), "--parallel",
+                [sys.executable, "-m", "ellm_tools.serve", "--port", str(port), "--parallel",
                  str(parallel), "--threads", str(threads), "--n-ctx", "512",
                  "--cache-dir", str(Path(tmp) / "models")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -279,14 +279,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
     if args.late:
-        from ellm.bench_late import late_phase, report
+        from ellm_tools.bench_late import late_phase, report
 
         if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
             parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
         report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
         return
     if args.actors:
-        from ellm.actors.bench import actors_bench
+        from ellm_tools.bench_actors import actors_bench
 
         try:
             counts = [int(n) for n in args.actors.split(",")]

@@ -1,6 +1,6 @@
 """Frames/s of one process against ``N`` actors, measured in one sitting.
 
-    python -m ellm.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
+    python -m ellm_tools.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
         [--actor-overrides key=value ...] [key=value ...]
 
 Runs ``train.py`` with the same config (the README's oracle pretraining command, on the CPU
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ellm.config import usable_cpus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
        "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=true",
        "progress_every_s=1", "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000"]

@@ -1,6 +1,6 @@
 """Cost of one update of each baseline against ELLM's DQN, measured side by side in one process.
 
-    python -m baselines.bench [--updates 30] [--batch-size 64]
+    python -m ellm_tools.bench_baselines [--updates 30] [--batch-size 64]
 
 Builds the DQN, RND, NovelD and APT agents at their config.yaml sizes (pixels only, 139
 actions), in the paper setting (one reward per sample on the DQN encoder's features) and in the
