@@ -1,9 +1,4 @@
-"""Goal suggestion (ELLM.md §3): build a suggester from ``env_spec.lm_spec``.
-
->>> s = build_suggester({"lm_class": "SimpleOracle"}, all_goals=["chop tree"], cache_dir=None)
->>> s.suggest(TextState("You see tree."))
-['chop tree']
-"""
+"""Goal suggestion (ELLM.md §3): build a suggester from ``env_spec.lm_spec``."""
 
 from __future__ import annotations
 
@@ -59,9 +54,9 @@ def _cache_of(spec: LMSpec) -> AnswerCache | None:
 
 
 def check_cache(lm_spec: Mapping[str, Any] | LMSpec) -> None:
-    """Open the answer cache a client of ``lm_spec`` would use, so that one that cannot be
-    used (a corrupt file, a directory that cannot be written, a ``cache_dir`` that is a file)
-    stops a run before it starts: :class:`CacheError` names the file and the fix."""
+    """Open the cache a client of ``lm_spec`` would use, so an unusable one stops a run before it
+    starts.
+    """
     spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
     cache = _cache_of(spec)
     if cache is not None:
@@ -71,9 +66,7 @@ def check_cache(lm_spec: Mapping[str, Any] | LMSpec) -> None:
 def build_client(lm_spec: Mapping[str, Any], *, cache_dir: str | Path | None = None,
                  base_url: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> LMClient:
-    """The cached, budgeted API client of ``lm_spec`` (also used for Housekeep's yes/no
-    queries). ``cache_dir`` / ``base_url`` arguments, when given, override the spec's keys.
-    Raises ValueError on an invalid key, :class:`CacheError` on a cache that cannot be used."""
+    """The cached, budgeted API client of ``lm_spec`` (also Housekeep's yes/no queries)."""
     spec = _spec_with(lm_spec, cache_dir, base_url)
     if lm_spec.get("openai_key"):
         log.warning("env_spec.lm_spec.openai_key is deprecated: it lands in Hydra's saved "
@@ -89,16 +82,7 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
                     paper_setting: bool = True,
                     synonyms: Mapping[str, str] | None = None,
                     goal_vocabulary: Sequence[str] | None = None) -> GoalSuggester:
-    """The goal suggester named by ``lm_spec["lm_class"]`` (one of :data:`LM_CLASSES`).
-
-    ``all_goals``: the environment's goal names (the Novelty baseline suggests them);
-    ``cache_dir`` / ``base_url``: override the spec's keys when not None; ``sleep``: the
-    backoff sleep (tests pass a no-op); ``paper_setting``: the oracle follows the original's
-    rules (else ours, which match the upstream game rules); ``synonyms``: the game's other
-    names of an action, retired with it by the novelty bonus; ``goal_vocabulary``: the goals a
-    constrained answer may name (``constrained``, docs/lm.md). Raises ValueError on any invalid
-    key.
-    """
+    """The goal suggester named by ``lm_spec["lm_class"]``; ValueError on any invalid key."""
     spec = _spec_with(lm_spec, cache_dir, base_url)
     common = {"novelty_bonus": spec.novelty_bonus, "max_num_goals": spec.max_num_goals,
               "synonyms": synonyms}

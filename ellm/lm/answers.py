@@ -1,12 +1,7 @@
 """What an OpenAI-compatible server answered, checked before it is used, counted or cached.
 
-A server can answer anything with HTTP 200: a body that is not JSON, a ``content`` that is a
-number, token counts that are NaN, text, negative or 1e20, logprobs that are null or NaN.
-:func:`read_answer` makes a :class:`CachedAnswer` only of a body whose every part the client uses
-is well-formed; otherwise it raises :class:`InvalidAnswer`, saying what was wrong and how many
-tokens to charge: the valid reported counts where they exceed the bounds, else the bounds (the
-prompt's size, the request's ``max_tokens``), so that a lying server never lowers the budget
-spent (docs/lm.md, "Answers the client does not trust").
+A server can answer anything with HTTP 200, so only well-formed bodies become answers, and a
+lying one is charged at least the bounds (docs/lm.md, "Answers the client does not trust").
 """
 
 from __future__ import annotations
@@ -19,9 +14,9 @@ from typing import Any, Final
 from ellm.lm.cache import CachedAnswer
 from ellm.lm.config import api_url
 
-MISSING_LOGPROB: Final = -100.0  # the logprob of a "Yes" or "No" token not in the top logprobs
-MAX_PROMPT_TOKENS: Final = 10_000_000  # more than any model reads: a larger count is a lie
-LOGPROB_SLACK: Final = 1e-3  # a log-softmax rounded by a server may land just above 0
+MISSING_LOGPROB: Final = -100.0
+MAX_PROMPT_TOKENS: Final = 10_000_000
+LOGPROB_SLACK: Final = 1e-3
 _SURROGATES: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -40,11 +35,7 @@ class _Bad(ValueError):
 
 def read_answer(body: bytes, *, chat: bool, logprobs: bool, prompt_bound: int,
                 max_tokens: int) -> CachedAnswer:
-    """The answer in a chat or completions response ``body``: its text (status "malformed" when
-    empty) and, with ``logprobs``, the top logprobs of the answer's yes/no token in ``payload``
-    (None when the server sent none: status "malformed" unless there is text). Token counts are
-    the reported usage; when the server reports none, the bounds. Raises
-    :class:`InvalidAnswer` for anything else."""
+    """The answer in a chat or completions response ``body``; InvalidAnswer for anything else."""
     tokens = (prompt_bound, max_tokens)
     try:
         data = _json_object(body)
@@ -61,8 +52,7 @@ def read_answer(body: bytes, *, chat: bool, logprobs: bool, prompt_bound: int,
 
 
 def served_models(body: bytes) -> list[tuple[str, str]]:
-    """(model name, owner) of each model of a ``GET /models`` body (owner "" when not given);
-    InvalidAnswer when the body is no model list."""
+    """(model name, owner) of each model of a ``GET /models`` body; InvalidAnswer otherwise."""
     try:
         data = _json_object(body).get("data")
         if not isinstance(data, list):
@@ -79,15 +69,12 @@ def served_models(body: bytes) -> list[tuple[str, str]]:
 
 
 def prompt_token_bound(prompt: Any) -> int:
-    """At least the prompt's token count: the UTF-8 bytes of its JSON (a token holds at least
-    one byte in the byte-level tokenizers of GPT models; the JSON's keys and quotes stand for a
-    chat template's few tokens per message)."""
+    """At least the prompt's token count: a byte-level tokenizer's token holds at least one byte."""
     return len(json.dumps(prompt, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def sendable(prompt: Any) -> Any:
-    """``prompt`` with each lone surrogate (text that is not valid UTF-8, e.g. from undecodable
-    bytes) replaced by U+FFFD: no HTTP body can carry it. The cache key keeps the original."""
+    """``prompt`` with lone surrogates replaced by U+FFFD: no HTTP body can carry them."""
     if isinstance(prompt, str):
         return _SURROGATES.sub("\ufffd", prompt)
     return [{k: sendable(v) if isinstance(v, str) else v for k, v in message.items()}
@@ -123,8 +110,7 @@ def retry_after(headers: Any) -> float:
 
 
 def failure(error: Exception) -> str:
-    """What went wrong with a request, naming its URL: a connection closed without an answer
-    (the server crashed or was killed mid-request) reads as such, not as "Connection error."."""
+    """What went wrong with a request, naming its URL; a dropped connection reads as such."""
     request = getattr(error, "request", None)
     url = getattr(request, "url", None)
     if url is None:
@@ -167,7 +153,7 @@ def _usage(usage: Any, max_tokens: int) -> tuple[int, int] | None:
 
 def _count(usage: dict[str, Any], name: str, bound: int) -> int:
     value = usage.get(name)
-    if isinstance(value, float) and value.is_integer():  # 7.0; never NaN or inf
+    if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
         raise _Bad(f"usage.{name} is {_show(value)}, not a token count in [0, {bound}]")
@@ -200,10 +186,9 @@ def _text(choice: dict[str, Any], chat: bool) -> str:
 
 
 def _top_logprobs(choice: dict[str, Any], chat: bool) -> dict[str, float] | None:
-    """The top logprobs of the answer's yes/no token: the first position whose top tokens
-    include "yes" or "no" (a constrained JSON answer reaches its word after a few tokens), else
-    the first; None when the server sent none (a well-formed answer of a server that gives no
-    logprobs)."""
+    """The top logprobs of the first position whose top tokens include "yes" or "no", else the
+    first: a constrained JSON answer reaches its word after a few tokens.
+    """
     logprobs = choice.get("logprobs")
     if logprobs is None:
         return None

@@ -9,13 +9,7 @@ from typing import Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class TextState:
-    """What a goal suggester reads about one Crafter state (ELLM.md §2.3).
-
-    ``caption``: "You see grass, tree, and water. You are targeting tree."
-    ``inventory``: "You have in your inventory wood, wood_pickaxe." ("" when empty).
-    ``status``: "You feel hungry, sleepy." ("" when all stats are 9).
-    ``inventory_counts``: upstream Crafter item name -> count (health, food, ..., iron_sword).
-    """
+    """What a goal suggester reads about one Crafter state (ELLM.md §2.3)."""
 
     caption: str
     inventory: str = ""
@@ -36,10 +30,10 @@ class GoalSuggester(Protocol):
         """Goals for ``state`` in a deterministic order, achieved goals filtered out."""
 
     def mark_achieved(self, goal: str) -> None:
-        """Filter ``goal`` (and its synonym) out of later suggestions until :meth:`reset`."""
+        """Filter ``goal`` (and its synonym) out of later suggestions until ``reset``."""
 
     def metrics(self) -> dict[str, float]:
-        """Counters since construction, keys without namespace prefix (see :class:`LMCounters`)."""
+        """Counters since construction, keys without namespace prefix."""
 
     def close(self) -> None:
         """End of the run: finish or give up the queries still under way (no more queries)."""
@@ -47,18 +41,7 @@ class GoalSuggester(Protocol):
 
 @dataclass
 class LMCounters:
-    """Counters every suggester reports (docs/lm.md has the glossary).
-
-    ``queries``: suggest / yes-no calls; ``api_calls``: HTTP requests sent (retries included);
-    ``cache_hits``: answers served from the cache; ``cache_misses``: cache-only lookups that
-    found nothing; ``parse_errors``: answers that gave no goal; ``api_errors``: queries that got
-    no answer after the retries; ``retries``: re-sent requests; ``budget_refusals``: queries not
-    sent because the budget was spent; ``prompt_tokens`` / ``completion_tokens`` / ``dollars``:
-    from the API's reported usage; ``latency_s``: total seconds spent in API calls;
-    ``constrained_requests``: requests sent with their answer's constraint;
-    ``constraint_refused``: 1 once the server refused the constraint (the run goes on without);
-    ``constraint_violations``: answers to constrained requests that do not meet the constraint.
-    """
+    """Counters every suggester reports (docs/lm.md has the glossary)."""
 
     queries: int = 0
     api_calls: int = 0
@@ -84,12 +67,7 @@ class LMCounters:
 
 
 class NoveltyFilter:
-    """The per-episode set of achieved goals (ELLM.md §4, novelty bonus).
-
-    A goal marked achieved filters itself and its synonym in the game's ``synonyms`` (Crafter:
-    "eat cow" <-> "attack cow"). Only membership is ever tested, so the order of suggestions
-    never depends on set order.
-    """
+    """The per-episode set of achieved goals (ELLM.md §4, novelty bonus), synonyms included."""
 
     def __init__(self, enabled: bool = True, synonyms: Mapping[str, str] | None = None) -> None:
         self.enabled = enabled

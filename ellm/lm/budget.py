@@ -11,14 +11,14 @@ from ellm.lm.config import api_url
 
 @dataclass
 class BudgetLedger:
-    """Dollars spent by every client of this process on one endpoint (see :func:`ledger_for`).
-    Only :meth:`charge` moves it, and only up."""
+    """Dollars spent by every client of this process on one endpoint; only ``charge`` moves it, up.
+    """
 
     dollars: float = 0.0
     warned: bool = False
 
     def charge(self, dollars: float) -> None:
-        if not (0.0 <= dollars < math.inf):  # counts and prices are checked: never happens
+        if not (0.0 <= dollars < math.inf):
             raise ValueError(f"a charge must be a finite, non-negative sum, got {dollars!r}")
         with _LEDGERS_LOCK:
             self.dollars += dollars
@@ -29,12 +29,7 @@ _LEDGERS_LOCK = threading.Lock()
 
 
 def ledger_for(base_url: str | None) -> BudgetLedger:
-    """The process-wide ledger of ``base_url`` (None = OpenAI's API), however it is spelled.
-
-    A training run builds several clients (the training and the evaluation suggesters, the
-    Housekeep yes/no client); they all draw on one budget, so a run never spends more than
-    ``budget`` on an endpoint and warns once when it is spent.
-    """
+    """The process-wide ledger of ``base_url``: a run's clients draw on one budget."""
     key = api_url(base_url)
     with _LEDGERS_LOCK:
         return _LEDGERS.setdefault(key, BudgetLedger())

@@ -1,17 +1,7 @@
 """Persistent LM answer cache: one SQLite file shared by every run and process of a sweep.
 
-Key = sha256 of (scope, endpoint kind, model, prompt, sampling parameters with the answer's
-constraint if any) in canonical JSON; the scope is the endpoint that answered (``api_url``) or,
-opted into, :data:`ANY_ENDPOINT`. The first answer stored for a key is kept forever (ELLM.md §3:
-the LM is a deterministic function of the prompt), including a well-formed answer that gave no
-goal ("malformed"), so it is never re-queried; the client never stores an answer that breaks the
-protocol (ellm.lm.answers).
-
-Safety: WAL journal + busy timeout let several processes read and write at once; each write is
-one transaction, so a crash leaves either the whole entry or none. Within a process, the
-threads of the non-blocking mode share one connection under a lock. WAL needs a local file system
-(not NFS): put ``cache_dir`` on local disk on clusters. A cache that cannot be opened raises
-:class:`CacheError` naming the file and the fix (``open`` checks it before a run starts).
+The first answer stored for a key is kept forever (ELLM.md §3: the LM is a deterministic
+function of the prompt). WAL lets processes share it; it needs a local file system, not NFS.
 """
 
 from __future__ import annotations
@@ -29,17 +19,15 @@ from typing import Any, Final
 from ellm.errors import ConfigError
 
 CACHE_FILE: Final = "lm_cache.sqlite3"
-# 2: the ``scope`` column (the endpoint of an answer). Rows of version 1 keep scope '' and keys
-# that no client computes any more: they are never served.
+# 2: the ``scope`` column; rows of version 1 are never served.
 SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 60.0
 STATUSES: Final = ("ok", "malformed")
-ANY_ENDPOINT: Final = "*"  # the scope of answers shared by every endpoint (cache_scope=model)
+ANY_ENDPOINT: Final = "*"
 WHERE: Final = "env_spec.lm_spec.cache_dir (or $ELLM_CACHE_DIR)"
-# The longest answer text a row may hold: a cache is a file a colleague may send, and an answer
-# is a few lines of goals (the client refuses longer ones as they stream: ellm.lm.client).
+# A cache is a file a colleague may send: bound what a row may hold.
 MAX_ANSWER_CHARS: Final = 1_000_000
-MAX_TOKENS_COUNTED: Final = 10_000_000  # per answer; larger counts are not a model's
+MAX_TOKENS_COUNTED: Final = 10_000_000
 # Rows that no client writes: what the reader would fail on, or be misled by.
 _BAD_ROW: Final = (
     f"status NOT IN {STATUSES!r} OR typeof(text) != 'text' OR length(text) > {MAX_ANSWER_CHARS}"
@@ -93,11 +81,9 @@ class CachedAnswer:
 
 def sampling_params(*, max_tokens: int, temperature: float, stop: Any = None,
                     constraint: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    """Canonical sampling parameters (so 0 and 0.0, "x" and ["x"] give the same key).
-
-    ``constraint``: what a constrained answer must be (``Constraint.key()``), part of the key
-    so that constrained and free answers never stand for each other; a free request's
-    parameters have no such entry (its key is what it was before constraints existed)."""
+    """Canonical sampling parameters (so 0 and 0.0, "x" and ["x"] give the same key); the
+    constraint is part of them, so constrained and free answers never stand for each other.
+    """
     if isinstance(stop, str):
         stop = [stop]
     elif stop is not None:
@@ -111,7 +97,8 @@ def sampling_params(*, max_tokens: int, temperature: float, stop: Any = None,
 
 def make_key(kind: str, model: str, prompt: Any, params: dict[str, Any], *, scope: str) -> str:
     """Stable hex key of a request to ``model`` at ``scope`` (independent of dict order and hash
-    seed). Text that is not valid UTF-8 (lone surrogates) keys as its surrogates' code points."""
+    seed).
+    """
     blob = json.dumps([scope, kind, model, prompt, params], sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
@@ -133,8 +120,7 @@ class AnswerCache:
         return f"AnswerCache({str(self.path)!r})"
 
     def open(self) -> AnswerCache:
-        """Open the cache now (creating it, upgrading an older one): a cache that cannot be
-        read and written raises :class:`CacheError` here, before a run starts, not mid-run."""
+        """Open the cache now, so one that cannot be used fails before a run starts, not mid-run."""
         with self._lock:
             self._connection()
         return self
@@ -151,9 +137,8 @@ class AnswerCache:
         return self._conn
 
     def _open_waiting(self) -> sqlite3.Connection:
-        # Two processes opening a new cache at once: switching it to WAL can answer "database
-        # is locked" at once, without SQLite's busy handler; retry until the busy timeout, as
-        # any other lock wait.
+        # A new cache's switch to WAL can fail "database is locked" without the busy handler:
+        # retry until the busy timeout.
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:
             try:
@@ -164,8 +149,9 @@ class AnswerCache:
                 time.sleep(0.05)
 
     def _open(self) -> sqlite3.Connection:
-        """A connection in WAL mode with the schema in place (closed again if that fails). It
-        writes the schema version each time: a cache that cannot be written fails here."""
+        """A connection in WAL mode with the schema in place; writing the version checks
+        writability.
+        """
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
         try:
@@ -183,8 +169,7 @@ class AnswerCache:
         return conn
 
     def _check_rows(self, conn: sqlite3.Connection) -> None:
-        """Refuse, before a run starts, a cache holding rows no client writes (a hand-edited
-        or crafted file): the message names the file, how many rows, and the fix."""
+        """Refuse, before a run starts, a cache holding rows no client writes (a crafted file)."""
         bad = conn.execute(f"SELECT COUNT(*), MIN(rowid) FROM answers WHERE {_BAD_ROW}").fetchone()
         if bad[0]:
             raise CacheError(
@@ -252,8 +237,7 @@ class AnswerCache:
 
     def put_many(self, rows: list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer, str]]
                  ) -> int:
-        """Insert (key, kind, model, prompt, params, answer, scope) rows in one transaction;
-        return how many were new."""
+        """Insert rows in one transaction; return how many were new."""
         with self._lock:
             new = self._write(_INSERT, [_row(*row) for row in rows])
             self._memo.clear()
@@ -302,8 +286,7 @@ _INSERT: Final = (
 
 
 def _answer(row: tuple[Any, ...]) -> CachedAnswer | None:
-    """A stored row as an answer, or None (a miss) for a row that another process wrote
-    after the open's check and that no client writes."""
+    """A stored row as an answer, or None for a row no client writes."""
     status, text, payload, prompt_tokens, completion_tokens, source = row
     try:
         ok = (status in STATUSES and isinstance(text, str) and len(text) <= MAX_ANSWER_CHARS
@@ -319,7 +302,6 @@ def _answer(row: tuple[Any, ...]) -> CachedAnswer | None:
 
 def _row(key: str, kind: str, model: str, prompt: Any, params: dict[str, Any],
          answer: CachedAnswer, scope: str) -> tuple[Any, ...]:
-    # ASCII JSON: a prompt with lone surrogates is stored as \ud800 escapes and reads back.
     payload = json.dumps(answer.payload) if answer.payload is not None else None
     return (key, kind, model, json.dumps(prompt), json.dumps(params, sort_keys=True),
             answer.status, answer.text, payload, answer.prompt_tokens,
@@ -332,7 +314,7 @@ def _file_in_the_way(directory: Path) -> Path | None:
         try:
             if path.exists():
                 return None if path.is_dir() else path
-        except OSError:  # unreadable: not a file in the way that we can name
+        except OSError:
             return None
     return None
 

@@ -1,8 +1,6 @@
 """The OpenAI-compatible client: cache first, then a budgeted, bounded-retry API call.
 
-Works with OpenAI's API and with any server speaking its chat or completions endpoints (vLLM,
-llama.cpp's server, Ollama) through ``base_url``. The API key is handed to the ``openai`` client;
-this object keeps it privately only to mask it in error messages: never in a repr, a log line, the
+The API key is kept privately only to mask it in error messages: never in a repr, a log, the
 cache or a config.
 """
 
@@ -53,8 +51,7 @@ from ellm.lm.setup import (
 )
 
 log = logging.getLogger("ellm.lm")
-# One INFO line per HTTP request ("HTTP Request: POST .../chat/completions") would bury a run's
-# console; the requests are counted in the lm/ metrics instead (set DEBUG to see them).
+# One INFO line per HTTP request would bury the console; the lm/ metrics count them.
 for _noisy in ("httpx", "httpx2", "httpcore", "openai"):
     logging.getLogger(_noisy).setLevel(logging.WARNING)
 
@@ -62,8 +59,7 @@ _said: set[str] = set()
 
 
 def log_once(level: int, message: str, *args: Any) -> None:
-    """Log ``message % args`` once per process: a run's training and evaluation suggesters
-    share one client set-up and would otherwise say the same thing twice."""
+    """Log ``message % args`` once per process (training and evaluation share a client set-up)."""
     text = message % args
     if text not in _said:
         _said.add(text)
@@ -73,11 +69,10 @@ def log_once(level: int, message: str, *args: Any) -> None:
 DUMMY_ANSWER: Final = "- chop tree\n- drink water\n- attack cow\n- place crafting table\n"
 DUMMY_YES_PROBABILITY: Final = 1.0
 TOP_LOGPROBS: Final = 5
-YES_NO_TOKENS: Final = 8  # a constrained yes/no answer may take a few tokens ({"answer": "Yes"})
+YES_NO_TOKENS: Final = 8
 RETRYABLE_STATUS: Final = (408, 409, 429)
 FATAL_STATUS: Final = (401, 403, 404)
-# The largest answer body read: a JSON envelope plus, per token the answer may have, room for
-# its text and top logprobs; never more than the absolute cap, whatever max_tokens says.
+# The largest answer body read, capped whatever max_tokens says.
 BODY_BYTES_BASE: Final = 64 * 1024
 BODY_BYTES_PER_TOKEN: Final = 2 * 1024
 BODY_BYTES_CAP: Final = 8 * 1024 * 1024
@@ -113,10 +108,9 @@ class LMClient:
         self.spec = spec
         self.cache = cache
         self.counters = LMCounters()
-        self._count_lock = threading.Lock()  # the non-blocking mode counts from worker threads
+        self._count_lock = threading.Lock()
         self._sleep = sleep
         self.ledger = ledger_for(spec.base_url)
-        # Whose answers this client's cache entries are (docs/lm.md, "The answer cache").
         self.scope = ANY_ENDPOINT if spec.cache_scope == "model" else api_url(spec.base_url)
         self._rng = random.Random(0)
         self._secret = api_key or ""
@@ -128,7 +122,7 @@ class LMClient:
             self.spec = adopt_served_model(spec, [name for name, _ in served], log_once)
         self.constraining = constraining(self.spec, [owner for _, owner in served],
                                          self.offline)
-        self.refused = False  # the server refused a constraint: free answers from then on
+        self.refused = False
         if spec.constrained != "false":
             log_once(logging.INFO, "constrained answers (env_spec.lm_spec.constrained=%s) at "
                      "%s: %s", spec.constrained, spec.base_url or "OpenAI",
@@ -142,8 +136,7 @@ class LMClient:
             self.spec.lm, spec.base_url, spec.price)
         if (not self.offline and spec.price is None and self.price == (0.0, 0.0)
                 and not is_loopback_endpoint(spec.base_url)):
-            # A remote server we hold no price for (a hosted Gemini, a colleague's vLLM): its
-            # calls cost $0 to the budget, which the run must say rather than imply.
+            # A remote server we hold no price for costs $0 to the budget: the run must say so.
             log_once(logging.WARNING, "no price known for model %r at %s: its calls count as "
                      "$0, so env_spec.lm_spec.budget does not limit them; set "
                      "env_spec.lm_spec.price=[input,output] ($ per 1M tokens) to enforce it",
@@ -177,14 +170,10 @@ class LMClient:
         out["budget_exhausted"] = float(self.budget_exhausted)
         return out
 
-    # ---- public queries -------------------------------------------------------------------
     def complete(self, prompt: Prompt, constraint: Constraint | None = None) -> str | None:
-        """The model's answer text to ``prompt`` (a string for the completions endpoint, chat
-        messages for the chat endpoint); None when no answer could be had (error, budget,
-        cache-only miss, an answer that breaks the protocol). An empty answer comes back as "".
-        With ``constraint`` and constraints on, the request carries it and an answer that meets
-        it comes back in its text form (:meth:`Constraint.read`); one that does not is counted
-        (``constraint_violations``) and comes back as it is, for the caller's lenient parser."""
+        """The model's answer to ``prompt``; None when none could be had. A constrained answer comes
+        back in text form; one that breaks its constraint is counted and returned as it is.
+        """
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_ANSWER
@@ -192,11 +181,8 @@ class LMClient:
         return None if answer is None else self.checked(answer.text, constraint, params)
 
     def yes_probability(self, prompt: str) -> float | None:
-        """Renormalised P(yes) from the answer token's top logprobs (ELLM.md / HOUSEKEEP
-        §1): p = e^y / (e^y + e^n), where y, n are the log-probabilities of the "Yes" and "No"
-        tokens (leading spaces and case ignored, variants summed, missing = -100). A
-        constrained answer ("Yes" or "No") without logprobs gives 1 or 0. None when no answer
-        could be had, or a free answer carried no logprobs."""
+        """Renormalised P(yes) = e^y / (e^y + e^n) from the top logprobs (ELLM.md / HOUSEKEEP §1).
+        """
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_YES_PROBABILITY
@@ -220,18 +206,15 @@ class LMClient:
         return 1.0 if word == "Yes" else 0.0
 
     def is_yes(self, prompt: str) -> bool | None:
-        """The closed answer: P(yes) > ``prob_threshold`` (HOUSEKEEP.md §1); None when no
-        answer could be had (see :meth:`yes_probability`)."""
+        """P(yes) > ``prob_threshold`` (HOUSEKEEP.md §1); None when no answer could be had."""
         probability = self.yes_probability(prompt)
         return None if probability is None else probability > self.spec.prob_threshold
 
-    # ---- cache, budget, retries -----------------------------------------------------------
-    # The steps of a query, also used one by one by the non-blocking mode (nonblocking.py):
-    # request_key -> lookup -> may_send -> fetch.
+    # The steps of a query, also used one by one by the non-blocking mode.
     def _answer(self, prompt: Prompt, params: dict[str, Any]
                 ) -> tuple[CachedAnswer | None, dict[str, Any]]:
-        """The answer to ``prompt`` asked with ``params`` and the parameters it was asked
-        with: those less the constraint when the server refused it (the query is asked free)."""
+        """The answer and the parameters it was asked with (less a constraint the server refused).
+        """
         key = self.request_key(prompt, params)
         cached = self.lookup(key)
         if cached is not None or self.cache_only or not self.may_send():
@@ -249,8 +232,7 @@ class LMClient:
                                else None)
 
     def checked(self, text: str, constraint: Constraint | None, params: dict[str, Any]) -> str:
-        """The text form of an answer asked with ``params``: read through its constraint when
-        it was asked with one (an answer that breaks it is counted and returned as it is)."""
+        """The text form of an answer, read through its constraint when it was asked with one."""
         if constraint is None or "constraint" not in params:
             return text
         read = constraint.read(text)
@@ -260,18 +242,18 @@ class LMClient:
         return read
 
     def request_key(self, prompt: Prompt, params: dict[str, Any]) -> str:
-        """The cache key of ``prompt`` asked with ``params`` of this client's model (and
-        endpoint, unless ``cache_scope=model``)."""
+        """The cache key of ``prompt`` with ``params`` (the endpoint is part of it unless
+        ``cache_scope=model``).
+        """
         return make_key(self.spec.endpoint, self.spec.lm, prompt, params, scope=self.scope)
 
     def lookup(self, key: str) -> CachedAnswer | None:
-        """The cached answer of ``key`` (a cache hit) or None (a cache miss in cache-only
-        mode)."""
+        """The cached answer of ``key`` or None."""
         cached = None
         if self.cache is not None:
             try:
                 cached = self.cache.get(key)
-            except CacheError as err:  # broken mid-run (the file was checked at start-up)
+            except CacheError as err:
                 log_once(logging.WARNING, "%s: answering as if it were not cached", err)
         if cached is not None:
             self.count(cache_hits=1)
@@ -280,8 +262,7 @@ class LMClient:
         return cached
 
     def may_send(self) -> bool:
-        """False, counted as a budget refusal (warned once per run), when the budget is
-        spent."""
+        """False, counted as a budget refusal, when the budget is spent."""
         if not self.budget_exhausted:
             return True
         self.count(budget_refusals=1)
@@ -294,10 +275,10 @@ class LMClient:
 
     def fetch(self, key: str, prompt: Prompt, params: dict[str, Any],
               stop: threading.Event | None = None) -> CachedAnswer | None:
-        """Ask the API (see :meth:`_call_with_retries`), charge the usage and store the answer
-        (text, or top logprobs when ``params`` ask for them) under ``key``, the key of this very
-        prompt; None when no answer could be had. An answer that breaks the protocol is charged
-        the most it could have cost, counted as an API error and not stored."""
+        """Ask the API, charge the usage and cache the answer under ``key``. An answer that breaks
+        the
+        protocol is charged the most it could have cost and not stored.
+        """
         body = self._call_with_retries(prompt, params, stop)
         if body is None:
             return None
@@ -316,7 +297,7 @@ class LMClient:
         try:
             return self.cache.put(key, kind=self.spec.endpoint, model=self.spec.lm,
                                   prompt=prompt, params=params, answer=answer, scope=self.scope)
-        except CacheError as err:  # broken mid-run (the file was checked at start-up)
+        except CacheError as err:
             log_once(logging.WARNING, "%s: answers are used but not cached", err)
             return answer
 
@@ -328,10 +309,9 @@ class LMClient:
 
     def _call_with_retries(self, prompt: Prompt, params: dict[str, Any],
                            stop: threading.Event | None = None) -> bytes | None:
-        """One request with up to ``max_retries`` retries on 408/409/429/5xx, timeouts and
-        connection errors (exponential backoff, Retry-After honoured, both capped at
-        ``max_backoff``). None when it still fails; 401/403/404 raise LMConfigError. Once
-        ``stop`` is set (the run is ending) no retry is made and a backoff is cut short."""
+        """One request with bounded retries and capped backoff; None when it still fails, and
+        LMConfigError on 401/403/404. Once ``stop`` is set no retry is made.
+        """
         import openai
 
         attempts = self.spec.max_retries + 1
@@ -355,7 +335,7 @@ class LMClient:
                     self._error(f"HTTP {err.status_code}, not retried: {err}")
                     return None
                 error: Exception = err
-            except (openai.APIConnectionError, RequestTimeout) as err:  # incl. APITimeoutError
+            except (openai.APIConnectionError, RequestTimeout) as err:
                 error = err
             except AnswerTooLarge as err:  # the same server would send it again: no retry
                 self._error(f"{err}; not used, not cached, not retried")
@@ -371,9 +351,7 @@ class LMClient:
         return None
 
     def _refuses(self, err: Exception) -> bool:
-        """Whether ``err`` refuses the constraint field (an HTTP error naming it, not an auth
-        or rate-limit answer); if so, constraints are off for the rest of the run, said once
-        and counted."""
+        """Whether ``err`` refuses the constraint field; if so, constraints are off for the run."""
         status = getattr(err, "status_code", 0)
         if status in FATAL_STATUS or status in RETRYABLE_STATUS or not names_constraint(
                 str(err)):
@@ -419,10 +397,9 @@ class LMClient:
                              body_limit(params["max_tokens"]))
 
     def _bounded(self, open_stream: Callable[[], Any], limit: int) -> bytes:
-        """The body of ``open_stream()``'s answer, read in a thread of its own so that the
-        whole request (connect, send, every byte of the answer) ends by one deadline,
-        ``timeout`` seconds from now, however slowly the server trickles; a body over
-        ``limit`` bytes is refused as it streams, never held whole."""
+        """A streamed body read in its own thread, so one deadline bounds the whole request however
+        slowly the server trickles; a body over ``limit`` is refused, never held whole.
+        """
         done, cancelled = threading.Event(), threading.Event()
         out: dict[str, Any] = {}
 
@@ -433,7 +410,7 @@ class LMClient:
                     for chunk in response.iter_bytes():
                         size += len(chunk)
                         if cancelled.is_set():
-                            return  # the caller gave up: drop the connection, keep nothing
+                            return
                         if size > limit:
                             raise AnswerTooLarge(
                                 f"the answer of {api_url(self.spec.base_url)} is over "
@@ -465,7 +442,7 @@ class LMClient:
         with self._count_lock:
             self.counters.api_errors += 1
             n = self.counters.api_errors
-        if n & (n - 1) == 0:  # log the 1st, 2nd, 4th, 8th, ... error
+        if n & (n - 1) == 0:
             log.warning("LM API error #%d (model %s): %s", n, self.spec.lm, self._scrub(message))
 
     def _scrub(self, text: str) -> str:

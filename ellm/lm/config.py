@@ -1,8 +1,6 @@
-"""`env_spec.lm_spec`: the LM block of the training config, validated into a typed spec.
+"""`env_spec.lm_spec` validated into a typed spec (every key in docs/lm.md).
 
-Every key is documented in docs/lm.md. The API key is *not* part of :class:`LMSpec`: it is read
-from ``OPENAI_API_KEY`` (or the legacy ``openai_key`` entry) by :func:`resolve_api_key` and only
-ever handed to the OpenAI client, so a spec can be printed, logged or saved safely.
+The API key is not part of the spec, so a spec can be printed, logged or saved safely.
 """
 
 from __future__ import annotations
@@ -18,21 +16,17 @@ from urllib.parse import urlsplit
 from ellm.lm.pricing import is_openai_endpoint
 
 LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
-# Housekeep spellings of the original, accepted as aliases of the Crafter names.
 LM_CLASS_ALIASES: Final = {
     "GPTHousekeep": "GPTLanguageModel",
     "SimpleOracleHousekeep": "SimpleOracle",
     "BaselineHousekeep": "BaselineModel",
-    "BaselineLM": "BaselineModel",  # the original's name of Housekeep's Novelty baseline
+    "BaselineLM": "BaselineModel",
 }
 ENDPOINTS: Final = ("chat", "completions")
-# Whose answers a cached answer may stand for: the same model at the same endpoint (base_url),
-# or, opted into, the same model served anywhere (replicas of one model behind several URLs).
+# Whose answers a cached answer may stand for: the same endpoint, or opted in, any.
 CACHE_SCOPES: Final = ("endpoint", "model")
-# Constrained decoding (docs/lm.md, "Answers that are always valid"): auto = where the server is
-# known to support it.
 CONSTRAINED: Final = ("auto", "true", "false")
-OPENAI_API_URL: Final = "https://api.openai.com/v1"  # the openai client's default base_url
+OPENAI_API_URL: Final = "https://api.openai.com/v1"
 SECRET_KEYS: Final = ("openai_key",)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 PREFIX: Final = "env_spec.lm_spec"
@@ -51,7 +45,7 @@ class LMSpec:
     stop: str | None = "\n\n"
     budget: float = 10.0
     openai_org: str | None = None
-    max_num_goals: int | None = None  # None = "all"
+    max_num_goals: int | None = None
     dummy_lm: bool = False
     prob_threshold: float = 0.5
     novelty_bonus: bool = True
@@ -64,11 +58,11 @@ class LMSpec:
     cache_dir: str | None = None
     cache_only: bool = False
     price: tuple[float, float] | None = None
-    strict_parsing: bool = False  # the original's parser: every line must start with "-"
-    blocking: bool = True  # False: a cache miss gets fallback goals while its request runs
-    max_in_flight: int = 4  # non-blocking mode: requests one suggester has in flight at most
-    cache_scope: str = "endpoint"  # one of CACHE_SCOPES
-    constrained: str = "auto"  # one of CONSTRAINED: each request carries its answer's constraint
+    strict_parsing: bool = False
+    blocking: bool = True
+    max_in_flight: int = 4
+    cache_scope: str = "endpoint"
+    constrained: str = "auto"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -111,8 +105,7 @@ def _optional_str(name: str, value: Any) -> str | None:
 
 
 def _unicode(name: str, value: str) -> str:
-    """``value`` unless it holds lone surrogates (undecodable bytes of a command line), which
-    no request, log or cache row could carry."""
+    """``value`` unless it holds lone surrogates, which no request, log or cache row could carry."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -165,12 +158,7 @@ def _price(value: Any) -> tuple[float, float] | None:
 
 
 def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
-    """Validate an ``env_spec.lm_spec`` mapping (OmegaConf DictConfig or dict) into an LMSpec.
-
-    Unknown keys raise (typos would otherwise be silently ignored); ``openai_key`` and
-    ``all_goals`` are accepted but not kept (the key is secret; the goal list comes from the
-    environment).
-    """
+    """Validate an ``env_spec.lm_spec`` mapping into an LMSpec; unknown keys raise (typos)."""
     raw = dict(raw)
     known = {f for f in LMSpec.__dataclass_fields__} | set(SECRET_KEYS) | {"all_goals"}
     unknown = sorted(set(raw) - known)
@@ -217,20 +205,12 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
     )
 
 
-# train.py moves a legacy ``openai_key=...`` command-line override here before Hydra parses
-# the command line, so the key never reaches Hydra's printed overrides or multirun.yaml.
+# train.py moves a legacy ``openai_key=`` override here so it never reaches Hydra's logs.
 LEGACY_KEY_ENV = "ELLM_LEGACY_OPENAI_KEY"
 
 
 def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
-    """The API key for the endpoint, or None.
-
-    OpenAI's API: ``OPENAI_API_KEY``, else the legacy ``openai_key`` entry. Any other
-    ``base_url``: ``ELLM_LM_API_KEY``, else ``openai_key`` (``OPENAI_API_KEY`` is never sent to
-    another host; a key given explicitly as ``openai_key`` goes to the endpoint configured
-    beside it, as in the original, where it was the only key). A legacy ``openai_key`` given on the command line arrives through
-    :data:`LEGACY_KEY_ENV`.
-    """
+    """The API key for the endpoint, or None. ``OPENAI_API_KEY`` is never sent to another host."""
     env = "OPENAI_API_KEY" if is_openai_endpoint(base_url) else "ELLM_LM_API_KEY"
     key = (os.environ.get(env) or raw.get("openai_key")
            or os.environ.get(LEGACY_KEY_ENV) or None)
@@ -243,15 +223,14 @@ def redact_lm_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def api_url(base_url: str | None) -> str:
-    """The address answers come from, spelled one way: ``base_url`` (None: ``$OPENAI_BASE_URL``,
-    else OpenAI's API, as the openai client does) with scheme and host lower-case, a default
-    port, user name, password, query and trailing slash dropped. It names the endpoint in cache
-    keys and budget ledgers (and is stored in the cache, hence no credentials)."""
+    """The endpoint answers come from, spelled one way, without credentials: it keys caches and
+    budget ledgers.
+    """
     url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
     try:
         parts = urlsplit(url.strip())
         port = parts.port
-    except ValueError:  # an unparsable port: keep the text, it still names one endpoint
+    except ValueError:
         return url.strip().rstrip("/")
     host = (parts.hostname or "").lower()
     if ":" in host:

@@ -1,12 +1,7 @@
-"""What an answer must be (``env_spec.lm_spec.constrained``; docs/lm.md, "Answers that are
-always valid").
+"""What an answer must be (``env_spec.lm_spec.constrained``; docs/lm.md).
 
-A :class:`Constraint` describes the answers one query accepts, rendered twice: a JSON schema of
-an object (OpenAI's structured outputs, vLLM) and a GBNF grammar (llama.cpp) of the answer in the
-text form its prompt asks for ("- chop tree\\n", "chop tree", "Yes", "w0=1.5, w1=-2"). Either
-way the server decodes only answers the constraint allows. :meth:`Constraint.read` turns an
-answer of either form into that text form, which the query's usual parser reads, or gives None
-for an answer that meets neither (a server that answered free text anyway).
+A constraint renders as a JSON schema (OpenAI, vLLM) and a GBNF grammar (llama.cpp), and reads
+either form back into the text its query's parser reads.
 """
 
 from __future__ import annotations
@@ -18,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-# JSON strings in a grammar: any character but a quote, a backslash or a control character,
-# or an escape.
 _JSON_CHAR: Final = r'''char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'''
 _NUMBER: Final = r"-?\d+(?:\.\d+)?"
 
@@ -68,13 +61,13 @@ class Constraint:
         raise NotImplementedError
 
     def key(self) -> dict[str, Any]:
-        """What the cache key holds of the constraint: both renderings, so that answers to
-        another constraint, or to none, are never served for this one."""
+        """Both renderings: answers to another constraint, or to none, are never served for this
+        one.
+        """
         return {"name": self.name, "schema": self.schema(), "grammar": self.grammar()}
 
     def read(self, text: str) -> str | None:
-        """The text form of an answer that meets the constraint (either rendering); None when
-        it meets neither."""
+        """The text form of an answer that meets the constraint; None when it meets neither."""
         native = self.native(text)
         if native is not None:
             return native
@@ -84,8 +77,7 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Choice(Constraint):
-    """Exactly one of ``options`` (an action, "Yes" or "No"); a leading space is allowed in
-    text form, as the word after "Action:" is written."""
+    """Exactly one of ``options`` (an action, "Yes" or "No")."""
 
     options: tuple[str, ...] = ()
     field: str = "answer"
@@ -107,8 +99,7 @@ class Choice(Constraint):
 
 @dataclass(frozen=True)
 class GoalList(Constraint):
-    """1 to ``max_items`` goals of ``vocabulary``, as "- goal" lines; a blank line may end the
-    list early (as a free answer ends it: the stop sequence), else it ends after the last."""
+    """1 to ``max_items`` goals of ``vocabulary``, as "- goal" lines."""
 
     vocabulary: tuple[str, ...] = ()
     max_items: int = 1
@@ -143,8 +134,7 @@ class GoalList(Constraint):
 
 @dataclass(frozen=True)
 class Setting(Constraint):
-    """A number for each of ``names``, as "w0=1.5, w1=-2" (``decimals`` digits at most after
-    the point; the range is the schema's, the grammar bounds the digits before the point)."""
+    """A number for each of ``names``, as "w0=1.5, w1=-2"."""
 
     names: tuple[str, ...] = ()
     low: float = -1.0
@@ -176,11 +166,9 @@ class Setting(Constraint):
 
 @dataclass(frozen=True)
 class OptoPrimeAnswer(Constraint):
-    """OptoPrime's answer: {"reasoning": ..., "answer": ..., "suggestion": {variable: value}}
-    with a string value for each of ``variables`` that starts with ``prefix`` (the code
-    variable's ``def entry(obs):``, as OptoPrime's prompt asks). The grammar caps the reasoning
-    and the answer at ``max_reasoning`` / ``max_answer`` characters, so a small model cannot
-    spend its whole token budget before the suggestion."""
+    """OptoPrime's answer; reasoning and answer are capped so a small model cannot spend its whole
+    token budget before the suggestion.
+    """
 
     variables: tuple[str, ...] = ()
     prefix: str = ""
@@ -189,8 +177,7 @@ class OptoPrimeAnswer(Constraint):
 
     def schema(self) -> dict[str, Any]:
         text = {"type": "string"}
-        # ECMA-262 (JSON schema's regex dialect) takes no escape of a space: escape only the
-        # characters that are special.
+        # ECMA-262 takes no escape of a space: escape only the special characters.
         pattern = "^" + re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", self.prefix)
         value = {**text, "pattern": pattern} if self.prefix else text
         suggestion = _object_schema({v: dict(value) for v in self.variables})
@@ -198,7 +185,6 @@ class OptoPrimeAnswer(Constraint):
                                "suggestion": suggestion})
 
     def grammar(self) -> str:
-        # The prefix as JSON writes it inside the string (quotes and control characters escaped).
         start = literal(json.dumps(self.prefix)[1:-1]) + " " if self.prefix else ""
         pairs = ' "," ws '.join(f'{literal(json.dumps(v) + ":")} ws "\\"" {start}char* "\\""'
                                 for v in self.variables)
@@ -229,8 +215,7 @@ YES_NO: Final = Choice("yes_no", options=("Yes", "No"))
 
 
 def yes_no_word(text: str) -> str | None:
-    """The lenient reading of a yes/no answer that broke its constraint: its first word, if
-    that is yes or no (any case, punctuation stripped)."""
+    """The lenient reading of a yes/no answer that broke its constraint: its first word."""
     words = text.split()
     word = words[0].strip(".,:;!\"'").lower() if words else ""
     return {"yes": "Yes", "no": "No"}.get(word)

@@ -1,20 +1,7 @@
 """How each kind of server is asked for a constrained answer, and which kind a server is.
 
-Each server documents its own structured-output interface; a request carries the constraint in
-the fields of its server's *dialect*, sent through the ``openai`` client:
-
-- ``openai``: ``response_format={"type": "json_schema", "json_schema": {..., "strict": true}}``
-  (OpenAI's structured outputs; also the fallback for a server of unknown kind with
-  ``constrained=true``);
-- ``vllm``: ``extra_body={"structured_outputs": {"json": schema}}`` (vLLM 0.10.2 and later),
-  ``extra_body={"guided_json": schema}`` before (removed in 0.12);
-- ``llama.cpp``: ``extra_body={"grammar": gbnf}`` (llama.cpp's ``llama-server`` and
-  llama-cpp-python's server, which ``python -m ellm_tools.serve`` runs; both endpoints).
-
-``constrained=auto`` (:func:`auto_dialect`) turns constraints on where the server is known to
-support them: OpenAI's API for the chat models of :data:`OPENAI_STRUCTURED` on the chat endpoint;
-a server whose ``GET /models`` names its owner ``vllm`` (vLLM), ``llamacpp`` (llama-server) or
-``me`` (llama-cpp-python's constant, so the packaged server too). Anything else: off.
+``constrained=auto`` turns constraints on only where the server is known to support them
+(OpenAI's structured outputs, vLLM, llama.cpp); docs/lm.md lists each dialect's fields.
 """
 
 from __future__ import annotations
@@ -28,21 +15,16 @@ from typing import Any, Final
 from ellm.lm.pricing import is_openai_endpoint
 
 DIALECTS: Final = ("openai", "vllm", "llama.cpp")
-# Owners in ``GET /models`` that name a server with constrained decoding.
 OWNERS: Final = {"vllm": "vllm", "llamacpp": "llama.cpp", "me": "llama.cpp"}
-# OpenAI chat models with structured outputs (json_schema), as names or name prefixes; the
-# exceptions came before the feature.
+# OpenAI chat models with structured outputs; the exceptions came before the feature.
 OPENAI_STRUCTURED: Final = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
 OPENAI_UNSTRUCTURED: Final = ("gpt-4o-2024-05-13", "o1-mini", "o1-preview", "gpt-4o-audio",
                               "gpt-4o-realtime", "gpt-4o-search")
-# OpenAI's reasoning models: their chat requests take ``max_completion_tokens`` (reasoning tokens
-# included) and refuse ``max_tokens``, ``stop`` and any ``temperature`` but the default 1.
+# OpenAI's reasoning models refuse ``max_tokens``, ``stop`` and temperature != 1.
 REASONING_MODELS: Final = ("o1", "o3", "o4", "gpt-5")
 NOT_REASONING: Final = ("gpt-5-chat",)
-# The first of them, which refuse a system message too.
 NO_SYSTEM_ROLE: Final = ("o1-preview", "o1-mini")
-VLLM_STRUCTURED_OUTPUTS: Final = (0, 10, 2)  # the first vLLM with ``structured_outputs``
-# Words by which a refusal names the field it refused (any dialect).
+VLLM_STRUCTURED_OUTPUTS: Final = (0, 10, 2)
 _FIELDS: Final = re.compile(r"response_format|json_schema|schema|grammar|structured_outputs|"
                             r"guided_", re.IGNORECASE)
 
@@ -62,8 +44,9 @@ def is_reasoning_model(model: str) -> bool:
 
 def sampling_fields(model: str, chat: bool, max_tokens: int, temperature: float,
                     stop: Any) -> dict[str, Any]:
-    """The sampling keyword arguments of a request to ``model``: a reasoning model's chat
-    request gets ``max_completion_tokens`` alone (see :data:`REASONING_MODELS`)."""
+    """Sampling kwargs for ``model``: a reasoning model's chat request takes only
+    ``max_completion_tokens``.
+    """
     if chat and is_reasoning_model(model):
         return {"max_completion_tokens": max_tokens}
     fields: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
@@ -73,8 +56,7 @@ def sampling_fields(model: str, chat: bool, max_tokens: int, temperature: float,
 
 
 def chat_messages(model: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """``messages`` as ``model`` takes them: a system message becomes a user message for the
-    models of :data:`NO_SYSTEM_ROLE`."""
+    """``messages`` with the system message made a user one for :data:`NO_SYSTEM_ROLE` models."""
     if not model.startswith(NO_SYSTEM_ROLE):
         return messages
     return [{**m, "role": "user"} if m.get("role") == "system" else m for m in messages]
@@ -82,8 +64,7 @@ def chat_messages(model: str, messages: list[dict[str, str]]) -> list[dict[str, 
 
 def auto_dialect(base_url: str | None, endpoint: str, model: str,
                  owners: list[str]) -> str | None:
-    """The dialect ``constrained=auto`` uses (module docstring); None: off. ``owners``: the
-    ``owned_by`` of each model the server lists."""
+    """The dialect ``constrained=auto`` uses; None: off."""
     if is_openai_endpoint(base_url):
         return "openai" if endpoint == "chat" and openai_model_is_structured(model) else None
     kinds = {OWNERS[o] for o in owners if o in OWNERS}
@@ -112,8 +93,7 @@ def vllm_version(base_url: str, timeout: float) -> tuple[int, ...] | None:
 
 def request_fields(constraint: dict[str, Any], dialect: str,
                    version: tuple[int, ...] | None = None) -> dict[str, Any]:
-    """The keyword arguments of the ``openai`` call that carry ``constraint`` (a
-    :meth:`Constraint.key`) in ``dialect``; ``version``: vLLM's, when known."""
+    """The ``openai`` call's kwargs that carry ``constraint`` in ``dialect``."""
     schema = constraint["schema"]
     if dialect == "llama.cpp":
         return {"extra_body": {"grammar": constraint["grammar"]}}

@@ -10,20 +10,14 @@ from ellm.lm.client import LMClient, Prompt
 from ellm.lm.constraints import GoalList
 from ellm.lm.prompts import BulletPrompt, parse_bullets
 
-# A constrained answer's goals at most when max_num_goals is "all": more than the oracle's
-# usual 5-6 feasible goals, few enough that a small model cannot loop until max_tokens.
+# At most this many constrained goals: a small model cannot loop until max_tokens.
 MAX_CONSTRAINED_GOALS: Final = 8
 
 
 class GPTLanguageModel:
     """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines.
 
-    Goals keep the answer's order (de-duplicated), minus the goals achieved this episode (and
-    their synonyms) when the novelty bonus is on, truncated to ``max_num_goals``. Without
-    constraints goals are free text: one that names no game action simply never matches a
-    transition caption. With ``goal_vocabulary`` (the game's goals) and constraints on, each
-    request asks for 1 to ``max_num_goals`` (or :data:`MAX_CONSTRAINED_GOALS`) goals of it. An
-    answer with no bullet, an API failure or a spent budget give no goals for that step.
+    Free-text goals that name no action simply never match a caption; a failure gives no goals.
     """
 
     uses_success_gate = True
@@ -56,7 +50,7 @@ class GPTLanguageModel:
     def raw_goals(self, state: TextState) -> list[str]:
         """All goals the LM gives for ``state`` (no novelty filter)."""
         answer = self.client.complete(self.request(state), self.constraint)
-        if answer is None:  # API error, spent budget, or cache-only miss: already counted
+        if answer is None:
             return []
         return self.parse(answer)
 

@@ -1,14 +1,7 @@
 """Import the original ELLM answer cache into ours: ``python -m ellm.lm.import_cache FILE.pkl``.
 
-The original file is a pickled dict ``{(engine, prompt, max_tokens, temperature, stop): text}``.
-Each entry becomes a completions-endpoint answer of model ``engine`` with the same sampling
-parameters, so a run with ``endpoint=completions``, ``lm=<engine>``, the same ``max_tokens``,
-``temperature`` and ``stop``, and a ``prompt_file`` reproducing the original prompt text replays
-the paper's suggestions. Existing entries are kept (first answer wins).
-
-Unpickling runs code chosen by the file's author, so the file is never unpickled: its opcodes
-are read as data (:mod:`text_game.pickled`), and anything but built-in containers and scalars
-is refused.
+Its entries become completions answers, so a matching run replays the paper's suggestions. The
+pickle is read as data, never unpickled: unpickling runs the author's code.
 """
 
 from __future__ import annotations
@@ -38,8 +31,7 @@ def load_original(path: Path) -> dict[Any, Any]:
 
 def convert(data: dict[Any, Any], source: str
             ) -> tuple[list[tuple[str, str, str, Any, dict[str, Any], CachedAnswer, str]], int]:
-    """Rows for :meth:`AnswerCache.put_many` and the number of entries skipped as unreadable.
-    The answers are OpenAI's: they are stored as answers of OpenAI's API."""
+    """Rows for ``AnswerCache.put_many`` and the number of unreadable entries skipped."""
     rows, skipped = [], 0
     for key, text in data.items():
         if not (isinstance(key, tuple) and len(key) == 5 and isinstance(text, str)):

@@ -1,13 +1,7 @@
 """Goals without waiting (``env_spec.lm_spec.blocking=false``, docs/lm.md).
 
-The paper's loop waits for the LM at every state it has not seen. Here a cached state is answered
-at once; an uncached one is sent to a bounded pool of requests in flight (``max_in_flight``) and
-the step gets fallback goals: those of the most recent state of this episode whose answer gave
-goals (none before the first), filtered by the novelty bonus as usual. The agent moves one tile a
-step, so that state is nearly always a neighbour of this one and its goals are the best guess to
-be had without waiting; they are goals the LM did suggest, never invented ones, and a step that
-got them is counted (``fallback_steps``). A worker thread stores the answer under the key of the
-prompt that asked for it as soon as it arrives; the next visit to that state reads it.
+A miss is asked in the background and the step gets the goals of this episode's latest answered
+state: the agent moves one tile a step, so they are the best guess, and never invented.
 """
 
 from __future__ import annotations
@@ -27,18 +21,16 @@ from ellm.lm.prompts import BulletPrompt
 
 log = logging.getLogger("ellm.lm")
 
-# (endpoint, cache key) of every request in flight in this process: the training and the
-# evaluation suggesters never send the same prompt twice at once.
+# Requests in flight in this process: suggesters never send the same prompt twice at once.
 _IN_FLIGHT: set[tuple[str, str]] = set()
 _IN_FLIGHT_LOCK = threading.Lock()
-# Past this share of queries on fallback goals, the agent mostly learned from its neighbours'
-# goals: worth a warning at the end of the run.
 FALLBACK_WARN_SHARE = 0.10
 
 
 def fallback_warning(counts: Mapping[str, float]) -> str | None:
-    """What to change when more than :data:`FALLBACK_WARN_SHARE` of the run's LM queries (one
-    per step that needed goals) got fallback goals; None otherwise, and for a blocking run."""
+    """What to change when over :data:`FALLBACK_WARN_SHARE` of queries got fallback goals, else
+    None.
+    """
     queries, fallback = counts.get("queries", 0.0), counts.get("fallback_steps", 0.0)
     if not queries or fallback / queries <= FALLBACK_WARN_SHARE:
         return None
@@ -49,13 +41,7 @@ def fallback_warning(counts: Mapping[str, float]) -> str | None:
 
 
 class NonBlockingLanguageModel(GPTLanguageModel):
-    """:class:`GPTLanguageModel` whose cache misses are asked in the background.
-
-    Extra metrics: ``wait_seconds`` (seconds the run waited on this suggester, draining at
-    :meth:`close` included), ``fallback_steps``, ``in_flight`` (requests under way now) and
-    ``pool_full`` (misses not sent because ``max_in_flight`` requests were under way; asked again
-    on a later visit). The pool's threads start with the first miss; :meth:`close` ends the
-    run (a later query starts a new pool).
+    """``GPTLanguageModel`` whose cache misses are asked in the background (metrics in docs/lm.md).
     """
 
     def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
@@ -68,8 +54,8 @@ class NonBlockingLanguageModel(GPTLanguageModel):
         self.max_in_flight = max_in_flight
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, Future[CachedAnswer | None]] = {}
-        self._stop = threading.Event()  # set by close(): no more retries
-        self._recent: list[str] = []  # the fallback
+        self._stop = threading.Event()
+        self._recent: list[str] = []
         self.wait_seconds = 0.0
         self.fallback_steps = 0
         self.pool_full = 0
@@ -111,9 +97,10 @@ class NonBlockingLanguageModel(GPTLanguageModel):
                 "in_flight": float(self.in_flight), "pool_full": float(self.pool_full)}
 
     def close(self) -> None:
-        """Let the requests in flight finish their current attempt (no retry; at most
-        ``timeout`` seconds), so each answer is cached and counted or each failure counted;
-        then stop the pool. Idempotent."""
+        """Let requests in flight finish their current attempt (no retry), so each is cached or
+        counted;
+        then stop the pool. Idempotent.
+        """
         if self._pool is None:
             return
         start = time.monotonic()
@@ -129,8 +116,9 @@ class NonBlockingLanguageModel(GPTLanguageModel):
         self._pending.clear()
 
     def _send(self, key: str, request: Prompt, params: dict[str, Any]) -> None:
-        """Ask ``request`` in the background unless it is under way already (here or in another
-        suggester of the run), the budget is spent, or the pool is full."""
+        """Ask ``request`` in the background unless under way already, out of budget or the pool is
+        full.
+        """
         slot = (self.client.spec.base_url or "openai", key)
         if key in self._pending or slot in _IN_FLIGHT:
             return
@@ -151,9 +139,7 @@ class NonBlockingLanguageModel(GPTLanguageModel):
 
     def _fetch(self, slot: tuple[str, str], request: Prompt,
                params: dict[str, Any]) -> CachedAnswer | None:
-        """Worker thread: the answer is cached under ``slot``'s key before the slot is freed. A
-        refused constraint leaves nothing cached: the next visit asks free (said and counted by
-        the client)."""
+        """Worker thread: the answer is cached before the slot is freed."""
         try:
             return self.client.fetch(slot[1], request, params, stop=self._stop)
         except ConstraintRefused:

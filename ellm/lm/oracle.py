@@ -12,12 +12,7 @@ from ellm.lm.base import LMCounters, NoveltyFilter, TextState, truncate
 
 @dataclass(frozen=True)
 class Rule:
-    """When the oracle suggests ``goal``.
-
-    ``sees``: words that must all appear in the caption; ``hides``: words that must not;
-    ``needs``: minimum inventory counts (upstream Crafter item names); ``status``: a word the
-    status sentence must contain.
-    """
+    """When the oracle suggests ``goal``."""
 
     goal: str
     sees: tuple[str, ...] = ()
@@ -35,11 +30,8 @@ class Rule:
 _WOOD, _STONE = ("wood", 1), ("stone", 1)
 _COAL, _IRON = ("coal", 1), ("iron", 1)
 
-# The oracle's canonical goals, in the order it suggests them (the easier action list's order).
-# Canonical spellings: "attack cow" (not its synonym "eat cow"), "place crafting table" (not
-# "make crafting table"). Requirements follow upstream crafter's data.yaml (table: 2 wood,
-# furnace: 4 stone, tools: 1 of each material, pickaxe tiers for mining); "visible" = the word
-# is in the caption, which covers the 9x7 local view ("table" matches "crafting table").
+# The oracle's canonical goals in suggestion order; requirements follow upstream crafter's
+# data.yaml, and "visible" means a word of the caption (the 9x7 local view).
 ORACLE_RULES: Final = (
     Rule("eat plant", sees=("plant",)),
     Rule("attack zombie", sees=("zombie",)),
@@ -66,10 +58,7 @@ ORACLE_RULES: Final = (
 )
 ORACLE_GOALS: Final = tuple(rule.goal for rule in ORACLE_RULES)
 
-# The paper setting's oracle (FIDELITY.md row 2): goal -> (inventory counts it needs, words that
-# must occur in the lower-cased caption, as substrings), in the order it suggests them. Both
-# spellings of the two synonyms are suggested; a table costs 1 wood and a furnace 4 stone in
-# the v1 rules; "place furnace" and "place plant" ask nothing of the view.
+# The paper setting's oracle (FIDELITY.md row 2): goal -> (inventory needs, caption words).
 PAPER_PREREQS: Final = {
     "eat plant": ({}, ("plant",)),
     "attack zombie": ({}, ("zombie",)),
@@ -99,10 +88,9 @@ PAPER_PREREQS: Final = {
 
 
 def paper_oracle_goals(state: TextState) -> list[str]:
-    """The original oracle's goals: every goal whose inventory needs and view words hold; then
-    "sleep" only when the status says sleepy, "place crafting table" dropped when the caption
-    names a crafting table, and "drink water" added when the *inventory* sentence says
-    thirsty (it never does: the original looked for the word in the wrong sentence)."""
+    """The original oracle's goals, its quirks kept: "drink water" follows "thirsty" in the
+    inventory sentence, so it never appears.
+    """
     caption = state.caption.lower()
     goals = [goal for goal, (needs, sees) in PAPER_PREREQS.items()
              if all(word in caption for word in sees)
@@ -148,14 +136,8 @@ class _RuleFreeSuggester:
 class SimpleOracle(_RuleFreeSuggester):
     """Rule-based goals from the caption and the true inventory.
 
-    With ``paper_setting`` (the default, and ``-v1`` games) the original's rules
-    (:func:`paper_oracle_goals`). Otherwise ours, which only suggest what the upstream rules let
-    the player do: a goal of :data:`ORACLE_RULES` is suggested when its world thing is a word of
-    the caption,
-    the inventory holds what the game requires, and (for "sleep") the status says sleepy.
-    "place crafting table" is dropped when a table is visible; "place furnace" and the tools
-    need a visible table, iron tools also a visible furnace; "place plant" needs a sapling and
-    visible grass (the only material a sapling can be planted on). Order: :data:`ORACLE_GOALS`.
+    ``paper_setting``: the original's rules; otherwise only what the upstream rules let the
+    player do.
     """
 
     def __init__(self, *, paper_setting: bool = True, **kwargs) -> None:
@@ -174,11 +156,7 @@ class SimpleOracle(_RuleFreeSuggester):
 
 
 class BaselineModel(_RuleFreeSuggester):
-    """The Novelty baseline: every goal of ``all_goals`` not achieved yet this episode.
-
-    With ``max_num_goals=N`` it suggests the first N not-yet-achieved goals in ``all_goals``
-    order. It turns the environment's success gate off (``uses_success_gate = False``).
-    """
+    """The Novelty baseline: every goal of ``all_goals`` not achieved yet this episode."""
 
     uses_success_gate = False
 

@@ -1,8 +1,6 @@
-"""Dollar cost of API calls from the token usage the API reports.
+"""Dollar cost of API calls: USD per 1M tokens (input, output), OpenAI's table of August 2025.
 
-Prices are USD per 1M tokens, (input, output), OpenAI's standard tier as published on its
-pricing page, last checked August 2025. Check them before a large run; an explicit
-``env_spec.lm_spec.price=[in,out]`` always wins over this table.
+An explicit ``env_spec.lm_spec.price`` always wins over this table.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def is_loopback_endpoint(base_url: str | None) -> bool:
 
 
 def table_price(model: str) -> tuple[float, float] | None:
-    """Price of ``model`` from the table; dated snapshots ("gpt-4o-mini-2024-07-18") match their
-    family by the longest table prefix followed by "-". None when unknown."""
+    """Price of ``model`` (dated snapshots match their family); None when unknown."""
     if model in PRICES_PER_MTOK:
         return PRICES_PER_MTOK[model]
     matches = [name for name in PRICES_PER_MTOK if model.startswith(name + "-")]
@@ -62,12 +59,8 @@ def table_price(model: str) -> tuple[float, float] | None:
 
 def resolve_price(model: str, base_url: str | None,
                   explicit: tuple[float, float] | None = None) -> tuple[float, float]:
-    """The (input, output) $/1M-token price used for the budget.
-
-    An explicit price wins; a server on this machine (loopback ``base_url``) is free whatever
-    the model is called; then the table; an unknown model on another non-OpenAI ``base_url`` is
-    free too. An unknown model on OpenAI's API raises: we would rather stop than run with a
-    budget that cannot be enforced.
+    """The (input, output) $/1M-token price of the budget. An unknown model on OpenAI's API raises:
+    better stop than run with a budget that cannot be enforced.
     """
     if explicit is not None:
         return explicit

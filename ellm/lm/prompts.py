@@ -1,9 +1,6 @@
 """Prompts for open goal generation and the parser of their answers (ELLM.md §3).
 
-``BulletPrompt`` keeps the structure of the original few-shot prompt in our own words: the valid
-verbs, the task, two worked examples, the current description and "What do you do?". The answer
-is a list of "- verb object" lines. A user-supplied template (``prompt_file``) replaces the text;
-it must contain ``{state}`` where the current description goes.
+``BulletPrompt`` keeps the original few-shot structure in our own words.
 """
 
 from __future__ import annotations
@@ -42,8 +39,7 @@ CHAT_SYSTEM: Final = ("You suggest actions for a game player. Reply only with li
 
 
 def state_description(state: TextState) -> str:
-    """Caption, inventory, and "You feel sleepy." when the status says so (as the original:
-    the other needs are not mentioned)."""
+    """Caption, inventory, and "You feel sleepy." when sleepy (the original names no other need)."""
     parts = [state.caption, state.inventory]
     if "sleepy" in state.status.lower():
         parts.append("You feel sleepy.")
@@ -71,8 +67,7 @@ class BulletPrompt:
 
 
 def load_prompt(name: str, prompt_file: str | Path | None = None) -> BulletPrompt:
-    """The prompt called ``name`` (``env_spec.lm_spec.prompt``), optionally with a template
-    read from ``prompt_file``."""
+    """The prompt called ``name``, optionally with a template from ``prompt_file``."""
     if name not in PROMPT_NAMES:
         raise ValueError(f"unknown env_spec.lm_spec.prompt {name!r}; valid prompts: "
                          f"{', '.join(PROMPT_NAMES)}")
@@ -90,12 +85,9 @@ def load_prompt(name: str, prompt_file: str | Path | None = None) -> BulletPromp
 
 
 def parse_bullets(answer: str, strict: bool = False) -> list[str] | None:
-    """Goals from the first block of "- verb object" lines, normalised and de-duplicated.
+    """Goals from the first block of "- verb object" lines; None when there is none.
 
-    Text before the first bullet (a preamble) is skipped; the first non-bullet line after it
-    ends the list (small completion models go on inventing a next example). An answer without
-    any non-empty bullet is malformed and gives None. ``strict`` (the original's parser): an
-    answer with any non-empty line that does not start with "-" is malformed.
+    A non-bullet line ends the list: small models go on inventing a next example.
     """
     if strict and any(line.strip() and not line.strip().startswith("-")
                       for line in answer.splitlines()):

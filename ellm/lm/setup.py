@@ -1,5 +1,4 @@
-"""Setting an LM client up: its ``openai`` client, the model it asks, and whether and how its
-requests carry their answer's constraint (``constrained``, :mod:`ellm.lm.dialects`)."""
+"""Setting an LM client up: its ``openai`` client, its model and its constraint dialect."""
 
 from __future__ import annotations
 
@@ -18,14 +17,12 @@ if TYPE_CHECKING:
     from ellm.lm.cache import AnswerCache
 
 log = logging.getLogger("ellm.lm")
-LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"  # local servers ignore the key
+LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"
 
 
 @dataclass(frozen=True)
 class Constraining:
-    """Whether a client's requests carry their constraint (``on``) and in which ``dialect``
-    (None when no request is made: a cache-only replay keys its answers as constrained);
-    ``version``: the vLLM version, when the server said."""
+    """Whether a client's requests carry their constraint, and in which dialect."""
 
     on: bool = False
     dialect: str | None = None
@@ -67,12 +64,9 @@ def list_models(client: openai.OpenAI, spec: LMSpec, scrub: Any) -> list[tuple[s
 
 
 def adopt_served_model(spec: LMSpec, served: list[str], say_once: Any) -> LMSpec:
-    """``spec`` with the model a non-OpenAI server serves (``GET /models``).
-
-    A server that serves a single other model (``python -m ellm_tools.serve``) would answer a
-    request for any name with that model; its answers are then asked for, logged and cached
-    under the served name, with a warning, so a local model's answers never pass for another
-    model's. A name the server does not list is sent as is, with a warning."""
+    """``spec`` with the model a non-OpenAI server serves, warned, so a local model's answers
+    never pass for another model's.
+    """
     if spec.lm in served:
         return spec
     if len(served) == 1:
@@ -90,9 +84,7 @@ def adopt_served_model(spec: LMSpec, served: list[str], say_once: Any) -> LMSpec
 
 
 def constraining(spec: LMSpec, owners: list[str], offline: bool) -> Constraining:
-    """How ``spec``'s requests carry constraints (``constrained``, :mod:`ellm.lm.dialects`),
-    given the owners a non-OpenAI server lists. Offline (dummy answers, cache-only replay),
-    ``auto`` is off: no server says what it supports."""
+    """How ``spec``'s requests carry constraints; offline, ``auto`` is off."""
     if spec.constrained == "false" or (offline and spec.constrained == "auto"):
         return Constraining()
     if offline:
@@ -109,8 +101,8 @@ def constraining(spec: LMSpec, owners: list[str], offline: bool) -> Constraining
 
 def check_retired_model(spec: LMSpec, cache: AnswerCache | None, scope: str,
                         cache_only: bool) -> bool:
-    """Whether a retired OpenAI model may only replay its cached answers (True: cache-only);
-    ValueError when it has none and no server of its own."""
+    """Whether a retired OpenAI model may only replay cached answers; ValueError when it has none.
+    """
     if spec.lm not in RETIRED_MODELS or spec.dummy_lm or cache_only:
         return cache_only
     if not is_openai_endpoint(spec.base_url):

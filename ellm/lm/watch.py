@@ -1,5 +1,6 @@
-"""A child process that holds a model, watched: its crash or failed start-up check is reported
-by name instead of leaving a server that closes every connection (ellm_tools.serve)."""
+"""A watched child process that holds a model: a crash is reported by name instead of leaving a
+dead server.
+"""
 
 from __future__ import annotations
 
@@ -34,13 +35,9 @@ def signal_name(number: int) -> str:
 def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str,
               hint: str | Callable[[bool], str] = "",
               on_ready: Callable[[int, str], None] = lambda pid, status: None) -> int:
-    """Run ``target(*args, ready)`` in a child process (spawned) and watch it.
-
-    The child sends one line on ``ready`` once its model answered the start-up check. Returns
-    0 when the child stopped on SIGINT/SIGTERM (which this process forwards to it); otherwise
-    prints what happened, naming the signal that killed the model, and returns 1. ``hint``
-    follows a crash's message: a text, or a function of whether the model was ready (it may
-    read what the child left in shared memory)."""
+    """Run ``target(*args, ready)`` in a spawned child and watch it: 0 on SIGINT/SIGTERM, else
+    report what killed it and return 1.
+    """
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=target, args=(*args, send), name="ellm-lm-model")
