@@ -1,10 +1,4 @@
-"""The loop's steps when actors collect: the chunks they send, taken one step at a time.
-
-Between two chunks it does the pool's bookkeeping: the learner tells the pool how far it has
-taken each actor (which throttles it) and publishes its weights every ``sync_frames``. The
-frames of a chunk are counted by the loop as it takes them; a chunk's text embeddings and its
-actor's env resets are kept when it arrives.
-"""
+"""The loop's steps when actors collect: the chunks they send, taken one step at a time."""
 
 from __future__ import annotations
 
@@ -20,9 +14,8 @@ from ellm.timing import Timer
 
 
 class ActorCollector:
-    """A :class:`~ellm.collect.Collector` over an :class:`ActorPool`. ``counters`` gives the
-    loop's frame and its first rewarded frame (epsilon's decay start), which the pool passes
-    on to the actors."""
+    """A Collector over an ActorPool; ``counters`` gives the loop's frame and epsilon's decay start.
+    """
 
     def __init__(self, pool: ActorPool, agent: Any, goals: ActorLMCounters, env_episodes: list[int],
                  sync_frames: int, counters: Callable[[], tuple[int, int | None]]):
@@ -30,15 +23,15 @@ class ActorCollector:
         self.env_episodes, self.sync_frames, self.counters = env_episodes, sync_frames, counters
         self.published = counters()[0]
         self._chunk: Chunk | None = None
-        self._next = 0  # the index of the chunk's next step
+        self._next = 0
 
     def begin(self) -> list[tuple[int, EpisodeStart]]:
-        return []  # each episode's start comes with its first chunk
+        return []
 
     def next(self, timer: Timer) -> Collected:
         while self._chunk is None or self._next >= len(self._chunk):
             self._done_with_chunk()
-            with timer("receive"):  # waiting for the actors
+            with timer("receive"):
                 self._take(self.pool.receive())
         got = self._chunk.collected(self._next)
         self._next += 1

@@ -1,10 +1,4 @@
-"""The learner's view of its actors' LM counters, pooled with its own.
-
-The main process is the only writer of the replay and of its string table: the actors' steps
-reach it through :class:`~ellm.actors.collector.ActorCollector`, and an episode still open when
-a run stops (or is snapshotted and later resumed) is never written: its frames were counted,
-its transitions are dropped.
-"""
+"""The learner's view of its actors' LM counters, pooled with its own."""
 
 from __future__ import annotations
 
@@ -16,8 +10,7 @@ from ellm.lm_usage import pool_lm_metrics
 
 
 class ActorLMCounters:
-    """Stands in for the training goal source when actors hold theirs: :meth:`metrics` pools
-    the LM counters each actor sent last with those of the evaluation source ``eval_goals``."""
+    """Stands in for the training goal source when actors hold theirs."""
 
     def __init__(self, eval_goals: Goals):
         self.eval_goals = eval_goals
@@ -30,10 +23,10 @@ class ActorLMCounters:
         return pool_lm_metrics([*self.latest.values(), self.eval_goals.metrics()])
 
     def answering_client(self) -> Any:
-        return self.eval_goals.answering_client()  # the actors ask the same LM
+        return self.eval_goals.answering_client()
 
     def close(self) -> None:
-        pass  # each actor closes its own
+        pass
 
 
 __all__ = ["ActorLMCounters"]

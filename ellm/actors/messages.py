@@ -1,10 +1,6 @@
 """What an actor sends the main process: finished steps in chunks, and its error if it fails.
 
-A :class:`Chunk` holds up to :data:`CHUNK_STEPS` consecutive steps of one episode, the
-episode's reset observation when the chunk opens it and, when the chunk closes it, the
-:class:`EpisodeEnd` the logger needs. Frames travel as uint8 arrays and texts as strings: the
-main process alone turns them into replay files and string ids. A chunk also carries the text
-embeddings the actor computed to act, so that the learner does not encode them again.
+Texts travel as strings: the main process alone owns the string ids and the replay files.
 """
 
 from __future__ import annotations
@@ -25,14 +21,14 @@ CHUNK_STEPS: Final = 64  # steps per chunk at most (an episode's end closes one 
 
 @dataclass
 class Chunk:
-    """Consecutive steps of one actor's episode (see the module docstring)."""
+    """Consecutive steps of one actor's episode."""
 
     actor: int
-    start: EpisodeStart | None  # the episode's reset observation, when the chunk opens it
+    start: EpisodeStart | None
     rows: list[Row]
-    end: EpisodeEnd | None  # when the chunk closes the episode
-    env_episodes: int | None  # the actor env's resets so far (an EpisodeCounted env)
-    embeddings: ShippedEmbeddings | None = None  # the text embeddings it computed meanwhile
+    end: EpisodeEnd | None
+    env_episodes: int | None
+    embeddings: ShippedEmbeddings | None = None
 
     def __len__(self) -> int:
         return len(self.rows)

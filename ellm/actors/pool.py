@@ -1,12 +1,5 @@
 """The main process's side of the actors: start them, take their chunks, notice their faults,
-stop them.
-
-:class:`ActorPool` is a context manager: entering spawns the actor processes (their pids go to
-the log), leaving stops them (the stop event, then a join while their pipes are drained, then
-SIGTERM for any that did not stop in time; SIGTERM at once for any still starting up),
-whatever ended the run: its end, an actor's failure, Ctrl-C. :meth:`ActorPool.receive` returns
-the next chunk from any actor's pipe; an actor that raised, or died (its pipe ends, or its exit
-code is set), stops the run with :class:`ActorFailed` naming it.
+stop them (whatever ended the run).
 """
 
 from __future__ import annotations
@@ -39,16 +32,14 @@ class ActorFailed(RuntimeError):
 
 
 def actor_seed(seed: int, index: int, *more: int) -> int:
-    """Actor ``index``'s env seed: drawn from (``seed``, ``index``), so the actors of a run,
-    and the runs of a sweep, have worlds of their own. With the frame a run (re)starts at as
-    ``more``: the seed of its action choices, new on each resumption."""
+    """Actor ``index``'s env seed, so actors and sweep runs have worlds of their own; with ``more``
+    (the frame a run restarts at) its action seed, new on each resumption.
+    """
     return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
 
 
 def lm_budget_share(cfg: DictConfig, parts: int, spent: float = 0.0) -> DictConfig:
-    """``cfg`` with ``env_spec.lm_spec.budget`` less ``spent`` (the dollars a resumed run's
-    earlier parts spent), divided by ``parts``: every process holds its own budget ledger, so
-    each gets an equal share of what is left and the run never spends more in all."""
+    """``cfg`` with an equal share of the LM budget left: every process holds its own ledger."""
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     out.env_spec.lm_spec.budget = max(0.0, float(cfg.env_spec.lm_spec.budget) - spent) / parts
     return out
@@ -62,10 +53,7 @@ def _log_file() -> str | None:
 
 
 class ActorPool:
-    """``num_actors`` actor processes (see the module docstring). ``state`` is the learner's
-    ``policy_state()``; ``frame``/``decay_from`` the run's counters at start; ``env_episodes``
-    each actor's env resets before and ``lm_spent`` the LM dollars spent before (a resumed
-    run)."""
+    """``num_actors`` actor processes, started from the learner's state and counters."""
 
     def __init__(self, run: RunSpec, num_actors: int, state: Mapping[str, Any], *,
                  frame: int, decay_from: int | None, env_episodes: Sequence[int] = (),
@@ -83,8 +71,8 @@ class ActorPool:
                                 2 * CHUNK_STEPS, _log_file())
                       for i in range(num_actors)]
         self.processes: list[Any] = []
-        self.pipes: list[Connection] = []  # actor i's pipe, read end
-        self._ready: deque[int] = deque()  # actors whose pipe has a message, in turn
+        self.pipes: list[Connection] = []
+        self._ready: deque[int] = deque()
 
     def __enter__(self) -> Self:
         for spec in self.specs:
@@ -101,9 +89,10 @@ class ActorPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Stop every actor: an actor blocked on a full pipe is unblocked by the reads here.
-        One still being built (imports, text model, env) has sent nothing and would see the
-        stop event only once built: it is terminated at once."""
+        """Stop every actor; one still being built would see the stop event only once built, so it
+        is
+        terminated at once.
+        """
         self.shared.stop.set()
         for index, process in enumerate(self.processes):
             with self.shared.handover:  # dead before it could take the handover lock itself
@@ -128,10 +117,8 @@ class ActorPool:
         for pipe in self.pipes:
             pipe.close()
 
-    # ------------------------------------------------------------------ the learner's side
     def receive(self, poll_s: float = 1.0) -> Chunk:
-        """The next chunk, the actors taking turns; :class:`ActorFailed` if one raised or
-        died."""
+        """The next chunk, the actors taking turns; ActorFailed if one raised or died."""
         while not self._ready:
             self._ready.extend(self.pipes.index(p) for p in wait(self.pipes, timeout=poll_s))
             if not self._ready:
@@ -147,8 +134,7 @@ class ActorPool:
         return message
 
     def took(self, actor: int, frames: int, run_frame: int, decay_from: int | None) -> None:
-        """The learner took ``frames`` of ``actor``'s; the run is at ``run_frame``, and its
-        epsilon decays from ``decay_from`` once the rewards reached 1 (decay_after_reward)."""
+        """The learner took ``frames`` of ``actor``'s (which throttles it)."""
         self.shared.taken[actor] += frames
         self.shared.frame.value = run_frame
         if decay_from is not None:

@@ -1,10 +1,6 @@
 """What the main process and the actors share: the policy's weights and a few counters.
 
-:class:`SharedPolicy` holds the learner's state dict in shared memory (tensors allocated once,
-overwritten in place) with a version number: the learner publishes, an actor loads only when
-the version moved. :class:`Shared` holds the counters an actor reads (the run's frame, the
-frame epsilon started to decay at, the frames the learner took from each actor, each actor's
-state) and the stop event. No pickle crosses per step: only chunks go through the queue.
+No pickle crosses per step: weights are overwritten in place under a version number.
 """
 
 from __future__ import annotations
@@ -15,8 +11,7 @@ from typing import Any
 
 import torch
 
-# An actor's state: being built (imports, text model, env), or acting, or ending by itself (it
-# stopped, or failed and reported it).
+# An actor's state: being built, acting, or ending by itself.
 STARTING, RUNNING, ENDING = 0, 1, 2
 
 
@@ -52,8 +47,8 @@ class SharedPolicy:
             self.version.value += 1
 
     def refresh(self, agent: Any, seen: int) -> int:
-        """Actor: load the shared weights into ``agent`` if they changed since version ``seen``;
-        returns the version it now holds."""
+        """Actor: load the shared weights into ``agent`` if they changed; returns the version held.
+        """
         if self.version.value == seen:
             return seen
         with self.lock:
@@ -69,7 +64,7 @@ class Shared:
         self.decay_from = context.Value("q", -1 if decay_from is None else decay_from,
                                         lock=False)
         self.taken = context.Array("q", num_actors, lock=False)
-        self.state = context.Array("b", num_actors, lock=False)  # actor i's: STARTING, ...
+        self.state = context.Array("b", num_actors, lock=False)
         # Held by an actor leaving STARTING, and by the pool while it terminates a STARTING
         # actor (until it is dead): no actor is killed mid-handover, or after it.
         self.handover = context.Lock()
@@ -81,8 +76,7 @@ class Shared:
             self.state[actor] = state
 
     def wait_for_room(self, actor: int, produced: int, ahead: int) -> None:
-        """Actor: block while it is ``ahead`` frames or more ahead of what the learner took
-        from it (or until the run stops)."""
+        """Actor: block while ``ahead`` frames ahead of what the learner took from it."""
         while produced - self.taken[actor] >= ahead and not self.stop.is_set():
             time.sleep(0.002)
 

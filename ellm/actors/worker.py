@@ -1,16 +1,7 @@
 """One actor process: the run's rollout on its own env, acting with a CPU copy of the policy.
 
-It builds its pieces as the workspace does (:func:`ellm.build.rollout_parts`,
-:func:`ellm.build.make_agent`): env, captions, goal source, per-step rewards, frame
-preprocessing and an agent that only acts. It refreshes the agent's weights from the
-:class:`~ellm.actors.shared.SharedPolicy` when their version moved (checked at each chunk's
-end), ships finished steps as :class:`~ellm.actors.messages.Chunk` s and waits while it is
-``ahead`` frames ahead of what the learner took from it. An exception is sent to the main
-process as an :class:`~ellm.actors.messages.ActorError` before the actor exits. Its state in
-:class:`~ellm.actors.shared.Shared` says when it is built, so that a run stopped while its
-actors start up need not wait for them. Each actor writes to a pipe of its own: a shared queue
-would leave a message torn by an actor killed mid-write in the way of every other actor's (the
-main process would wait for its end forever).
+Each actor writes to a pipe of its own: a message torn by an actor killed mid-write on a
+shared queue would block every other actor.
 """
 
 from __future__ import annotations
@@ -46,23 +37,22 @@ class ActorSpec:
     """What one actor is told at start."""
 
     index: int
-    config: dict[str, Any]  # the run's resolved config, as plain data
-    method: Method  # the method and the agent's options, as the learner parsed them
+    config: dict[str, Any]
+    method: Method
     agent: Any
     env_seed: int
-    seed: int  # its action choices' and torch's seed
-    env_episodes: int  # resets its env had before (a resumed run goes on to new worlds)
-    parent: int  # the main process's pid
-    ahead: int  # frames it may run ahead of what the learner took from it
-    log_file: str | None = None  # the run's log (train.log): the actor's warnings go there too
+    seed: int
+    env_episodes: int
+    parent: int
+    ahead: int
+    log_file: str | None = None
 
 
 def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection) -> None:
-    """The actor process's entry point (spawned); ``pipe`` is its own channel to the main
-    process."""
+    """The actor process's entry point (spawned); ``pipe`` is its own channel."""
     started = time.monotonic()
     die_with_parent()  # a kill -9 of the main process takes the actors with it
-    if os.getppid() != spec.parent:  # the parent died before the line above took effect
+    if os.getppid() != spec.parent:
         return
     # Ctrl-C reaches the whole process group: the main process stops the actors itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -81,11 +71,9 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
 
 
 def _exit(pipe: Connection, code: int) -> None:
-    """End the process now that its work is closed (its goal source by :meth:`Actor.run`,
-    its log and pipe here; the LM cache commits each answer as it comes), without the
-    interpreter's teardown of torch and the text model: 1.5-4.4 s per actor measured on a
-    2-core machine, more under load, all of it holding up the run's stop. A process started
-    by fork ends this way too."""
+    """End the process without the interpreter's teardown of torch, which holds up the run's stop
+    (docs/scale.md).
+    """
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -101,7 +89,7 @@ def _log_to(spec: ActorSpec) -> None:
     logging.basicConfig(level=logging.WARNING, handlers=handlers,
                         format=f"[%(asctime)s][%(name)s][%(levelname)s] - actor {spec.index}: "
                         "%(message)s")
-    log.setLevel(logging.INFO)  # its own lines (ready); libraries' from warnings on
+    log.setLevel(logging.INFO)
 
 
 class Actor:
@@ -123,7 +111,7 @@ class Actor:
                  "paper": game.paper_setting(cfg)}
         self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)
         add_guide(self.agent, cfg, **build)
-        self.version = 0  # the learner's weights are loaded when it runs
+        self.version = 0
         self.chunks = ChunkWriter(spec.index, parts.inputs)
         self.produced = 0
 
@@ -131,18 +119,18 @@ class Actor:
         # Only now that it is RUNNING does it take the policy's lock: the pool terminates a
         # STARTING actor at once, and one killed holding the lock would block the others.
         self.version = self.policy.refresh(self.agent, self.version)
-        self.agent.text.record_new_embeddings()  # after the learner's text seed is loaded
+        self.agent.text.record_new_embeddings()
         try:
             while not self.shared.stop.is_set():
                 self._episode()
         finally:
-            self.rollout.goal_source.close()  # a non-blocking suggester lets its requests end
+            self.rollout.goal_source.close()
 
     def _episode(self) -> None:
         timer = Timer()
         self.chunks.start(self.rollout.reset(), self.rollout)
         while True:
-            with timer("throttled"):  # waiting for the learner
+            with timer("throttled"):
                 self.shared.wait_for_room(self.spec.index, self.produced, self.spec.ahead)
             if self.shared.stop.is_set():
                 return

@@ -1,11 +1,4 @@
-"""Replay: episodes as compressed files in the run dir, n-step batches sampled from them.
-
-- :class:`StringTable`: texts (observations, goals) stored once, referenced by int ids.
-- :class:`ReplayStorage`: the main process appends :class:`Row` s and writes each finished
-  episode.
-- :func:`make_replay_loader`: endless :class:`Batch` es, in-process or from DataLoader workers
-  that each hold a disjoint shard of the episodes.
-"""
+"""Replay: episodes as compressed files in the run dir, n-step batches sampled from them."""
 
 import importlib
 from typing import Any
@@ -13,8 +6,7 @@ from typing import Any
 from ellm.replay.storage import EpisodeStart, ReplayStorage, Row, list_episode_files, load_episode
 from ellm.replay.strings import StringTable
 
-# The sampling side needs torch (seconds to import); the storage side does not, so tools that
-# only write or read episode files skip it: these names are imported on first use (PEP 562).
+# torch takes seconds to import and only sampling needs it: loaded on first use (PEP 562).
 _LAZY = {
     "Batch": "ellm.replay.sampling",
     "EpisodeShard": "ellm.replay.sampling",
@@ -29,7 +21,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [  # the names of _LAZY spelled out, so that linters see strings
+__all__ = [
     "Batch",
     "EpisodeShard",
     "EpisodeStart",

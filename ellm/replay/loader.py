@@ -1,15 +1,7 @@
 """Sampling from the episode files, in-process or in DataLoader workers that shard the episodes.
 
-Each sampler (this process, or each DataLoader worker) owns one shard: the episodes with
-``index % num_shards == shard_id``, at most ``ceil(capacity / num_shards)`` transitions of
-them, so the replay is held in RAM about once whatever the number of workers. A sampler lists
-the directory only when its mtime changed (or every ``relist_every`` batches, in case two
-files landed within one mtime tick) and loads just its new files.
-
-Workers do not send batches through the DataLoader's tensor pickling (which costs several ms
-per batch of 64 x 2 stacks on a small machine): each writes its batches into a few slots of
-shared memory it allocated once, and the DataLoader carries only ``(worker, slot)``; the main
-process copies the slot out and hands it back through a per-worker queue of free slots.
+Each sampler holds one shard, so the replay is in RAM about once whatever the worker count;
+workers hand batches over in shared-memory slots, as tensor pickling costs several ms a batch.
 """
 
 from __future__ import annotations
@@ -30,9 +22,8 @@ from ellm.precision import to_device
 from ellm.replay.sampling import Batch, EpisodeShard
 from ellm.replay.storage import list_episode_files, load_episode
 
-PREFETCH = 2  # batches a DataLoader worker may have ready ahead of the consumer
-# Batch fields sent as rows of one float64 array (ids and counts are exact below 2**53),
-# followed by the nstep + 1 rows of window_text_obs.
+PREFETCH = 2
+# Batch fields sent as rows of one float64 array (ids and counts exact below 2**53).
 _SCALARS = ("action", "reward", "discount", "text_obs", "next_text_obs", "goal", "next_goal",
             "n_steps", "game_reward")
 _FLOATS = ("reward", "discount", "game_reward")
@@ -47,7 +38,7 @@ class ShardSampler:
         self.shard = EpisodeShard(capacity, cfg.nstep, cfg.clip_reward, cfg.per_episode)
         self.rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard_id]))
         self._paths: dict[int, Path] = {}
-        self._last_index = -1  # files are written in index order: only higher ones are new
+        self._last_index = -1
         self._dir_mtime: int | None = None
         self._batches_since_listing = 0
 
@@ -67,7 +58,7 @@ class ShardSampler:
         if not new:
             return
         self._last_index = new[-1].index
-        first, total = len(new), 0  # load new[first:]: the newest that fit (at least one)
+        first, total = len(new), 0
         cap = self.shard.capacity
         while first > 0 and (first == len(new) or total + new[first - 1].length <= cap):
             first -= 1
@@ -104,8 +95,7 @@ class ShardSampler:
 
 
 class _Slots(NamedTuple):
-    """A worker's shared batch slots, sent once: frames [K, stacks, B, S, H, W], scalars
-    [K, len(_SCALARS) + nstep + 1, B]."""
+    """A worker's shared batch slots, sent once."""
 
     worker: int
     frames: torch.Tensor
@@ -118,11 +108,7 @@ class _Ready(NamedTuple):
 
 
 class ReplayDataset(IterableDataset):
-    """Endless batches from this process's shard (shard = DataLoader worker id, or 0).
-
-    In-process it yields numpy Batches; in a worker it yields slot messages (see module doc),
-    taking free slot ids from ``free_slots[worker id]``.
-    """
+    """Endless batches from this process's shard (shard = DataLoader worker id, or 0)."""
 
     def __init__(
         self,
@@ -163,7 +149,7 @@ class ReplayDataset(IterableDataset):
 
     @staticmethod
     def _serve_slots(sampler: ShardSampler, free: multiprocessing.Queue) -> Iterator:
-        first = sampler.next_batch(wait=True)  # waits for the shard's first episode
+        first = sampler.next_batch(wait=True)
         frames = np.stack([x for x in (first.obs, first.next_obs, first.one_step_next_obs)
                            if x is not None])
         num_scalars = len(_SCALARS) + first.window_text_obs.shape[1]
@@ -219,17 +205,14 @@ class _SlotIterator:
                      window_text_obs=window_text_obs, **fields)
 
 
-# The fields a learner reads on its device. The text ids stay on the host, where the string
-# table and the embedding cache's index are.
+# The text ids stay on the host, beside the string table and the embedding cache's index.
 DEVICE_FIELDS = ("obs", "action", "reward", "discount", "next_obs", "one_step_next_obs",
                  "game_reward")
 
 
 class DeviceBatches:
-    """``batches`` for a learner on ``device``. On CUDA each batch's :data:`DEVICE_FIELDS` are
-    pinned and copied with ``non_blocking``, one batch ahead: the copy of the next batch is
-    queued before the update of this one, so they overlap (each batch is therefore sampled one
-    update earlier than on the CPU). On the CPU the batches pass through as they come."""
+    """``batches`` for a learner on ``device``: on CUDA the next batch's copy overlaps this update.
+    """
 
     def __init__(self, batches: Iterator[Batch], device: torch.device):
         self.batches, self.device = batches, torch.device(device)
@@ -272,14 +255,7 @@ def make_replay_loader(
 ) -> Iterator[Batch]:
     """An endless iterator of torch Batches sampled from the episode files in ``replay_dir``.
 
-    ``num_workers`` 0 or 1 samples in this process (and raises if there is no episode yet);
-    more start that many DataLoader workers, each holding its own shard and waiting for its
-    first episode. ``capacity`` is in transitions (over all shards); with
-    ``save_buffer=False`` the files of episodes dropped from sampling are deleted. Batches are
-    drawn with seeds derived from ``(seed, shard)``; with workers they are yielded as they are
-    ready (which worker comes first, and when files are picked up, depend on timing).
     ``per_episode``: draw an episode uniformly, then a step (the original's sampling).
-    The tensors of each Batch are its own (not shared with later batches).
     """
     num_shards = max(1, num_workers)
     free_slots = None
@@ -307,7 +283,7 @@ def make_replay_loader(
         return map(_to_torch, iter(dataset))
     loader = DataLoader(
         dataset,
-        batch_size=None,  # the workers build whole batches
+        batch_size=None,
         num_workers=num_workers,
         pin_memory=False,
         prefetch_factor=PREFETCH,

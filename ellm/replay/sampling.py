@@ -1,7 +1,6 @@
 """n-step transitions from episodes held in RAM: the Batch type, the maths, EpisodeShard.
 
-Frame stacks are rebuilt here from one stored frame per step; a whole batch is built with
-numpy slicing (no per-sample collation).
+Frame stacks are rebuilt from one stored frame per step, a batch at a time with numpy slicing.
 """
 
 from __future__ import annotations
@@ -10,46 +9,36 @@ from typing import NamedTuple
 
 import numpy as np
 
-# Columns of an episode's float64 "small" array (exact for int ids below 2**53).
 _ACTION, _REWARD, _DISCOUNT, _TEXT, _GOAL, _GAME = range(6)
 
 
 class Batch(NamedTuple):
-    """A batch of n-step transitions (numpy in the samplers, torch tensors from the loader).
-
-    For a sample at step i of an episode of T steps (1 <= i <= T), with k = min(nstep, T-i+1):
-    ``obs`` is the stack of frames i-S..i-1 (S = frame_stack, the episode's first frame repeated
-    before its start), ``action`` a_i, ``reward`` sum_{j<k} gamma^j prod_{l<j} d_{i+l} r_{i+j}
-    (r clipped to [-1, 1] if clip_reward), ``discount`` gamma^k prod_{l<k} d_{i+l} (0 once the
-    window holds a termination; gamma^k after a truncation), ``next_obs`` the stack ending at
-    i-1+k. Text and goal are StringTable ids at i-1 and i-1+k. ``game_reward`` is the n-step
-    sum of the stored game rewards, exactly like ``reward``. ``window_text_obs`` holds the text
-    ids at every step of the window, i-1 .. i-1+nstep, the steps past i-1+k repeating the id at
-    i-1+k (so column 0 is ``text_obs`` and column k ``next_text_obs``).
+    """A batch of n-step transitions; with k = min(nstep, T-i+1) at step i, ``reward`` sums k
+    discounted (clipped) rewards, ``discount`` is gamma^k times the window's discounts (0 once
+    it terminates; gamma^k after a truncation), and ``window_text_obs`` holds every text id
+    of the window.
     """
 
-    obs: np.ndarray  # uint8 [B, S, H, W]
-    action: np.ndarray  # int64 [B]
-    reward: np.ndarray  # float32 [B]
-    discount: np.ndarray  # float32 [B]
-    next_obs: np.ndarray  # uint8 [B, S, H, W]
-    text_obs: np.ndarray  # int64 [B]
-    next_text_obs: np.ndarray  # int64 [B]
-    goal: np.ndarray  # int64 [B]
-    next_goal: np.ndarray  # int64 [B]
-    n_steps: np.ndarray  # int64 [B], k: the reward steps summed (nstep, or fewer at the end)
-    # uint8 [B, S, H, W], the stack ending at i: obs's one-step successor, for models such as
-    # ICM's forward/inverse dynamics. None unless make_replay_loader(one_step_next_obs=True).
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    discount: np.ndarray
+    next_obs: np.ndarray
+    text_obs: np.ndarray
+    next_text_obs: np.ndarray
+    goal: np.ndarray
+    next_goal: np.ndarray
+    n_steps: np.ndarray  # k: the reward steps summed (nstep, or fewer at the end)
+    # obs's one-step successor (ICM); None unless make_replay_loader(one_step_next_obs=True)
     one_step_next_obs: np.ndarray | None = None
-    game_reward: np.ndarray | None = None  # float32 [B]; always set by the samplers
-    window_text_obs: np.ndarray | None = None  # int64 [B, nstep + 1]; always set by the samplers
+    game_reward: np.ndarray | None = None
+    window_text_obs: np.ndarray | None = None
 
 
 def nstep_targets(
     rewards: np.ndarray, discounts: np.ndarray, k: np.ndarray, gamma: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """n-step reward and bootstrap discount from windows ``rewards``/``discounts`` [B, n] of
-    steps i..i+n-1, of which only the first ``k`` [B] are used (rewards already clipped)."""
+    """n-step reward and bootstrap discount from the first ``k`` steps of each window."""
     n = rewards.shape[1]
     used = np.arange(n) < k[:, None]
     d = np.where(used, discounts, 1.0)
@@ -67,7 +56,6 @@ class _Episode:
         self.length = len(episode["frame"]) - 1
         self.frame = episode["frame"]
         reward = episode["reward"].astype(np.float64)
-        # padded with nstep zero rows so every window [i-1, i+nstep) is a plain slice
         game = episode["game_reward"].astype(np.float64)
         small = np.zeros((self.length + 1 + nstep, 6), np.float64)
         small[: self.length + 1] = np.stack(
@@ -88,27 +76,25 @@ def _stack_into(out: np.ndarray, frames: np.ndarray, t: int) -> None:
     """out[:] = frames t-S+1..t, the first frame repeated for indices before 0."""
     lo = t + 1 - len(out)
     if lo >= 0:
-        out[:] = frames[lo : t + 1]  # a slice copy: the common case, ~2x faster than take
+        out[:] = frames[lo : t + 1]
     else:
         out[:-lo] = frames[0]
         out[-lo:] = frames[: t + 1]
 
 
 class EpisodeShard:
-    """Episodes held in RAM by one sampler, oldest dropped beyond ``capacity`` transitions
-    (an episode longer than the capacity on its own is still kept, alone)."""
+    """Episodes held in RAM by one sampler, oldest dropped beyond ``capacity`` transitions."""
 
     def __init__(self, capacity: int, nstep: int, clip_reward: bool,
                  per_episode: bool = False) -> None:
         if capacity < 1 or nstep < 1:
             raise ValueError(f"capacity and nstep must be >= 1, got {capacity}, {nstep}")
         self.capacity, self.nstep, self.clip_reward = capacity, nstep, clip_reward
-        # per_episode: the original's draw (an episode uniformly, then a step whose n-step
-        # window fits in it); else uniform over the held transitions.
+        # per_episode: the original's draw (an episode, then a step); else uniform over transitions.
         self.per_episode = per_episode
         self._episodes: list[_Episode] = []
         self.num_transitions = 0
-        self._ends = np.zeros(0, np.int64)  # cumulative lengths, rebuilt after each change
+        self._ends = np.zeros(0, np.int64)
 
     @property
     def episode_indices(self) -> list[int]:
@@ -141,31 +127,27 @@ class EpisodeShard:
         one_step_next_obs: bool = False,
         frames_out: np.ndarray | None = None,
     ) -> Batch:
-        """A batch of transitions drawn (with replacement) uniformly from all held ones, or,
-        with ``per_episode``, from a uniformly drawn episode at a step 1..T-n+1.
-
-        The frame stacks are written into ``frames_out`` uint8 [2 or 3, B, S, H, W] (obs,
-        next_obs, one_step_next_obs) if given, else into one new block: one large allocation
-        rather than several keeps the allocator from returning and re-faulting the pages.
+        """A batch drawn with replacement, uniformly over transitions or (``per_episode``) episodes.
+        One block for all frame stacks keeps the allocator from re-faulting its pages.
         """
         if not self._episodes:
             raise RuntimeError("sampling from an empty episode shard")
         if self.per_episode:
             e = rng.integers(0, len(self._episodes), size=batch_size)
             lengths = np.diff(self._ends, prepend=0)[e]
-            i = rng.integers(0, np.maximum(1, lengths - self.nstep + 1)) + 1  # 1..T-n+1
+            i = rng.integers(0, np.maximum(1, lengths - self.nstep + 1)) + 1
         else:
             u = rng.integers(0, self.num_transitions, size=batch_size)
             e = np.searchsorted(self._ends, u, side="right")
             lengths = np.diff(self._ends, prepend=0)[e]
-            i = u - self._ends[e] + lengths + 1  # step in 1..T
+            i = u - self._ends[e] + lengths + 1
         k = np.minimum(self.nstep, lengths - i + 1)
-        ends = [i - 1, i - 1 + k] + ([i] if one_step_next_obs else [])  # last frame of a stack
+        ends = [i - 1, i - 1 + k] + ([i] if one_step_next_obs else [])
         if frames_out is None:
             h, w = self._episodes[0].frame.shape[1:]
             frames_out = np.empty((len(ends), batch_size, frame_stack, h, w), np.uint8)
         frames = list(frames_out)
-        win = np.empty((batch_size, self.nstep + 1, 6), np.float64)  # rows i-1 .. i-1+nstep
+        win = np.empty((batch_size, self.nstep + 1, 6), np.float64)
         lists = [t.tolist() for t in ends]
         for b, (eb, ib) in enumerate(zip(e.tolist(), i.tolist())):
             ep = self._episodes[eb]
@@ -176,7 +158,7 @@ class EpisodeShard:
         game_reward, _ = nstep_targets(win[:, 1:, _GAME], win[:, 1:, _DISCOUNT], k, gamma)
         rows = np.arange(batch_size)
         ids = win.astype(np.int64)
-        window = np.minimum(np.arange(self.nstep + 1), k[:, None])  # offsets clamped to k
+        window = np.minimum(np.arange(self.nstep + 1), k[:, None])
         return Batch(
             obs=frames[0],
             action=ids[:, 1, _ACTION],

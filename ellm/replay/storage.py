@@ -1,14 +1,9 @@
 """Episode files: the on-disk format, atomic writes, and the main-process ReplayStorage.
 
-An episode of T steps is one compressed ``{index:06d}_{T}.npz`` file holding T + 1 entries:
-entry 0 is the reset observation (action 0, reward 0, discount 1), entry t in 1..T holds obs_t,
-the action a_t taken in obs_{t-1}, reward r_t and discount d_t (0 iff the episode terminated at
-step t). Arrays: ``frame`` uint8 [T+1, H, W] (one grayscale frame per step, not stacked),
-``action`` int32, ``reward`` float32 (what the run trains on: the LM reward, or the game reward
-for ``CrafterReward-v1``), ``discount`` float32, ``text_obs`` and ``goal`` int32 ids into a
-:class:`~ellm.replay.strings.StringTable`, ``game_reward`` float32 (the environment's own reward
-beside ``reward``: the learner logs its n-step return as ``game_return``, how much of the game's
-reward the sampled batches hold, which no other column shows for intrinsic-reward runs).
+An episode of T steps is one ``{index:06d}_{T}.npz`` of T + 1 entries: entry 0 is the reset,
+entry t holds obs_t, the action a_t taken in obs_{t-1}, r_t and d_t (0 iff it terminated at t),
+with one grayscale frame per step; ``game_reward`` beside ``reward`` lets intrinsic runs log
+the game's return.
 """
 
 from __future__ import annotations
@@ -33,14 +28,14 @@ EPISODE_DTYPES: dict[str, type] = {
     "game_reward": np.float32,
 }
 _EPISODE_NAME = re.compile(r"^(\d+)_(\d+)\.npz$")
-_TMP_SUFFIX = ".tmp"  # temp files are ".{final name}.tmp": they never match _EPISODE_NAME
+_TMP_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True)
 class EpisodeStart:
     """An episode's reset observation: entry 0 of its file."""
 
-    frame: np.ndarray  # uint8 [H, W]
+    frame: np.ndarray
     text: str
     goal: str
 
@@ -49,20 +44,20 @@ class EpisodeStart:
 class Row:
     """One step as the replay stores it (see the module docstring)."""
 
-    frame: np.ndarray  # uint8 [H, W], the new grayscale frame
+    frame: np.ndarray
     action: int
-    reward: float  # what the run trains on
-    discount: float  # 0.0 iff the episode terminated at this step
+    reward: float
+    discount: float
     text: str
     goal: str
-    last: bool  # the episode ends here (termination or truncation)
+    last: bool
     game_reward: float
 
 
 @dataclass(frozen=True)
 class EpisodeFile:
     index: int
-    length: int  # T, the number of transitions
+    length: int
     path: Path
 
 
@@ -111,13 +106,8 @@ def load_episode(path: Path) -> dict[str, np.ndarray]:
 
 
 class ReplayStorage:
-    """Main process: collects the open episodes and writes each as one file when it ends.
-
-    Episodes are open per ``source`` (an actor's index; 0 in one process), so that steps of
-    several actors may arrive interleaved; an episode still open when the run stops is never
-    written. ``num_episodes``/``num_transitions`` count the episode files found in
-    ``replay_dir`` at start plus those written since; numbering continues after the highest
-    index found. Leftover temp files of a killed run are deleted.
+    """Main process: collects the open episodes (one per actor) and writes each as one file when
+    it ends; an episode still open when the run stops is never written.
     """
 
     def __init__(self, replay_dir: Path, strings: StringTable) -> None:
@@ -172,7 +162,7 @@ class ReplayStorage:
         if frame.dtype != np.uint8 or frame.ndim != 2 or (shape and frame.shape != shape):
             want = f"uint8 {shape}" if shape else "a uint8 [H, W] grayscale frame"
             raise ValueError(f"expected {want}, got {frame.dtype} {frame.shape}")
-        return frame.copy()  # the env may reuse its buffer
+        return frame.copy()
 
     def _write(self, ep: dict[str, list]) -> None:
         episode = {k: np.asarray(ep[k], dtype=dtype) for k, dtype in EPISODE_DTYPES.items()}

@@ -8,14 +8,10 @@ from pathlib import Path
 
 
 class StringTable:
-    """Append-only id <-> string table persisted as JSON lines (one JSON string per line).
+    """Append-only id <-> string table persisted as JSON lines; id 0 is ``""``.
 
-    Id 0 is always ``""`` and is not written to the file; line ``k`` (0-based) holds id ``k + 1``.
-    Every :meth:`id` that adds a string writes and flushes its line at once (so a killed process
-    loses nothing that was added); :meth:`sync` also fsyncs, and :class:`ReplayStorage` calls it
-    before it writes an episode file, so a stored episode never refers to a string that is not
-    on disk. On load, a last line without its newline (a write cut short by a crash) is dropped
-    and cut from the file; any other malformed line is corruption and raises ``ValueError``.
+    Each new string is flushed at once and ``sync`` runs before an episode file is written, so a
+    stored episode never refers to a string that is not on disk.
     """
 
     def __init__(self, path: Path) -> None:
@@ -29,11 +25,11 @@ class StringTable:
 
     def _load(self) -> None:
         data = self.path.read_bytes()
-        complete_end = data.rfind(b"\n") + 1  # bytes after the last newline: an interrupted write
+        complete_end = data.rfind(b"\n") + 1
         for lineno, line in enumerate(data[:complete_end].split(b"\n")[:-1], start=1):
             try:
                 s = json.loads(line)
-            except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+            except ValueError as e:
                 raise ValueError(f"{self.path}:{lineno}: corrupt string table line {line!r}") from e
             if not isinstance(s, str):  # a corrupt file (a data error), not a caller's type
                 raise ValueError(  # noqa: TRY004
