@@ -350,6 +350,11 @@ def test_housekeep_rearrangement_success(sweep, tmp_path):
     assert [c["method"] for c in curve] == ["Housekeep: ELLM-oracle"]
     assert curve[0]["mean"] == pytest.approx([0.3, 0.6]) and curve[0]["n_runs"] == [2, 2]
     assert report.scores == []  # Housekeep runs have no Crafter score
+    summary = report.summary.read_text()
+    assert "No Crafter evaluation" not in summary and "## Crafter score" not in summary
+    # the rearrangement metrics per method, over the last evaluation of each run
+    assert ("| Housekeep: ELLM-oracle | 1, 2 | 0.60 ± 0.20 (2: 0.40, 0.80) | - | "
+            "1.00 ± 0.00 (2: 1.00, 1.00) | - | - |") in summary
     no_metric = build_report([bare], tmp_path / "out2")
     assert "runs log no `rearrange_success` metric" in no_metric.summary.read_text()
 

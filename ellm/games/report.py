@@ -13,3 +13,4 @@ class GameReport:
     label: str = ""  # put before method names ("Housekeep: ELLM-oracle"); "" for none
     scores_achievements: bool = False  # episodes carry Crafter's achievements: score, success rates
     progress_metric: tuple[str, str] | None = None  # (logged metric, figure title) per method
+    table_metrics: tuple[str, ...] = ()  # its logged evaluation metrics tabled per method

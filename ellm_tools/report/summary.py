@@ -15,6 +15,8 @@ from ellm_tools.report.aggregate import (
     MethodDiagnostics,
     MethodScores,
     ReturnScores,
+    by_method,
+    metric_curve,
 )
 from ellm_tools.report.runs import Run
 
@@ -129,6 +131,24 @@ def diagnostics_table(rows: Sequence[MethodDiagnostics],
                              *(_ms(r.train.get(k, [])) for k in keys)) for r in rows])
 
 
+def metrics_table(runs: Sequence[Run], metrics: Sequence[str], last_evals: int) -> list[str]:
+    """Per method, each logged evaluation metric averaged over the last ``last_evals``
+    evaluations of each run (rows with no metric logged are left out)."""
+    rows = []
+    for method, group in by_method(runs).items():
+        cells = []
+        for metric in metrics:
+            values = []
+            for run in group:
+                points = metric_curve(metric)(run)
+                if points:
+                    values.append(float(np.mean([points[f] for f in sorted(points)[-last_evals:]])))
+            cells.append(_ms(values) if values else "-")
+        if any(c != "-" for c in cells):
+            rows.append([method, _seeds([r.seed for r in group]), *cells])
+    return _table(["method", "seeds", *metrics], rows)
+
+
 def run_table(runs: Sequence[Run]) -> list[str]:
     return _table(RUN_COLUMNS, [
         (r.method, "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
@@ -164,8 +184,9 @@ def render(report: Report) -> str:
 
 def _achievements(report: Report, with_data: Sequence[Run]) -> list[str]:
     out: list[str] = []
-    trained = [r for r in with_data if not r.csvs.get("iteration")]  # not an LLM optimiser
-    if trained or not report.returns:
+    # not an LLM optimiser, on a game that scores achievements
+    trained = [r for r in with_data if not r.csvs.get("iteration") and r.game.scores_achievements]
+    if trained or not (report.returns or with_data):
         out += ["## Achievements unlocked per episode", ""]
         if "achievements_eval" in report.figures:
             out += ["Evaluation episodes:", "",
@@ -238,6 +259,12 @@ def _progress(report: Report, with_data: Sequence[Run]) -> list[str]:
         metric, title = game.progress_metric
         figure = f"{game.name}_{metric}"
         out += [f"## {title}", ""]
+        played = [r for r in with_data if r.game is game]
+        table = metrics_table(played, game.table_metrics, report.last_evals)
+        if len(table) > 2:
+            out += [*table, "", (f"Each metric's mean over the evaluation episodes of the run's "
+                                 f"{evals_label(report.last_evals)}, per run, then over runs."),
+                    ""]
         if figure in report.figures:
             out += [f"![{title}]({figure}.png)", ""]
         else:

@@ -59,7 +59,9 @@ class HousekeepGame:
     env_ids = tuple(ENV_VERSIONS)
     headline = ("housekeep/rearrange_success", "rearrange success")
     report = GameReport("housekeep", label="Housekeep",
-                        progress_metric=("rearrange_success", "Housekeep: rearrangement success"))
+                        progress_metric=("rearrange_success", "Housekeep: rearrangement success"),
+                        table_metrics=("rearrange_success", "misplaced_success", "pick_success",
+                                       "place_success", "soft_score"))
     stats_writer = StatsWriter
 
     def validate(self, cfg: DictConfig) -> None:
