@@ -56,7 +56,7 @@ from llm_in_the_loop.code_policy import (
 )
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.sandbox import ISOLATIONS, Sandbox
-from llm_in_the_loop.sandbox_bwrap import problem as sandbox_problem
+from llm_in_the_loop.sandbox.bwrap import problem as sandbox_problem
 from text_crafter.tasks import SINGLE_TASKS
 from text_game.llf import FEEDBACK_TYPES
 

@@ -48,6 +48,25 @@ def test_the_tools_sit_apart_from_the_method():
     assert not [p for p in (ROOT / "ellm").rglob("*bench*.py")]
 
 
+
+def test_the_sandbox_is_one_package_that_imports_no_task():
+    """The policy-code sandbox (llm_in_the_loop/sandbox/) stands on the standard library and
+    numpy: it imports no Meta-World, no game, no task of the LLM-in-the-loop systems and no
+    other part of the project; its bench is a tool."""
+    sandbox = ROOT / "llm_in_the_loop" / "sandbox"
+    modules = sorted(sandbox.glob("*.py"))
+    assert [p.name for p in modules] == ["__init__.py", "bwrap.py", "guards.py", "seccomp.py",
+                                         "worker.py"]
+    assert not list((ROOT / "llm_in_the_loop").glob("sandbox*.py"))
+    project = {"llm_in_the_loop", "ellm", TOOLS, "baselines", "text_game", *GAMES}
+    for path in modules:
+        imported = imported_modules(path)
+        foreign = {m for m in imported if m.split(".")[0] in {"metaworld", "mujoco", "gymnasium"}
+                   or (m.split(".")[0] in project and not m.startswith("llm_in_the_loop.sandbox"))}
+        assert not foreign, f"{path.name} imports {sorted(foreign)}"
+        assert "def bench" not in path.read_text(), f"{path.name}: benches live in {TOOLS}"
+    assert (ROOT / TOOLS / "bench_sandbox.py").exists()
+
 def test_the_method_pieces_that_need_no_game_load_none():
     code = ("import sys, ellm.rollout, ellm.reward, ellm.goals, ellm.methods, ellm.lm; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {GAMES!r}))")

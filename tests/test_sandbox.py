@@ -19,9 +19,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from ellm.errors import ConfigError
-from llm_in_the_loop import sandbox_bwrap
 from llm_in_the_loop.code_policy_run import validate
 from llm_in_the_loop.sandbox import GRACE, Sandbox, SandboxUnavailable
+from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
 
 pytestmark = pytest.mark.e2e  # each test starts worker processes
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """What policy code sees in the sandbox's child process, and its errors in words
-(:mod:`llm_in_the_loop.sandbox_worker`; stdlib and numpy only).
+(:mod:`llm_in_the_loop.sandbox.worker`; stdlib and numpy only).
 
 The builtins lack ``open``, ``eval``, ``exec`` and the like, ``import`` reaches
 :data:`ALLOWED_MODULES` only (all loaded before the code runs) and an audit hook refuses files,

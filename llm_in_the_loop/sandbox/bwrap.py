@@ -22,11 +22,11 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Final
 
-from llm_in_the_loop import sandbox_seccomp
+from llm_in_the_loop.sandbox import seccomp
 
 HERE: Final = Path(__file__).resolve().parent
 PACKAGE: Final = __name__.rpartition(".")[0]  # this package, as the run imports it
-MODULES: Final = ("sandbox_worker.py", "sandbox_guards.py", "sandbox_seccomp.py")
+MODULES: Final = ("worker.py", "guards.py", "seccomp.py")
 # Inside the sandbox the worker's files form a package of their own (a namespace package: no
 # __init__.py), so that none of the run's package is needed there.
 INSIDE: Final = ("/sandbox", "policy_sandbox")
@@ -50,7 +50,7 @@ def worker_command(python: str, args: list[str], inside: bool = False) -> list[s
     outside, from this package."""
     root, package = INSIDE if inside else (str(HERE.parents[PACKAGE.count(".")]), PACKAGE)
     boot = (f"import sys; sys.path[:0] = sys.argv[1:3]; "
-            f"from {package}.sandbox_worker import main; main(sys.argv[3:])")
+            f"from {package}.worker import main; main(sys.argv[3:])")
     return [python, "-I", "-S", "-c", boot, root, numpy_site(), *args]
 
 
@@ -184,7 +184,7 @@ def usable() -> tuple[str | None, str]:
     """A ``bwrap`` that runs the sandbox here (checked once), or None and why not."""
     if sys.platform != "linux":
         return None, f"the sandbox needs Linux (this is {sys.platform})"
-    if sandbox_seccomp.architecture() is None:
+    if seccomp.architecture() is None:
         return None, "the sandbox's seccomp filter knows only x86_64 and aarch64 Linux"
     tried = candidates()
     if not tried:

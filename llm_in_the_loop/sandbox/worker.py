@@ -1,6 +1,7 @@
 """The process that runs policy code written by a language model (started by
-:class:`llm_in_the_loop.sandbox.Sandbox`, inside the namespaces of :mod:`llm_in_the_loop.sandbox_bwrap`
-unless ``sandbox=none``; stdlib and numpy only, run with ``python -I -S``).
+:class:`llm_in_the_loop.sandbox.Sandbox`, inside the namespaces of
+:mod:`llm_in_the_loop.sandbox.bwrap` unless ``sandbox=none``; stdlib and numpy only, run with
+``python -I -S``).
 
 This process, the supervisor, never runs the code itself. Each load and each call runs in a
 child forked for it alone (ahead of time, while the run is busy elsewhere, so a call does not
@@ -9,7 +10,7 @@ wait for a new process to be scheduled):
 - the child keeps only a pipe from which it reads its one request, then closes it, and a pipe
   to the supervisor (its fd 1 and 2); the supervisor's pipes to the run are closed before the
   request is read, so nothing the code does reaches the run;
-- in the sandbox, a seccomp filter (:mod:`llm_in_the_loop.sandbox_seccomp`) refuses threads,
+- in the sandbox, a seccomp filter (:mod:`llm_in_the_loop.sandbox.seccomp`) refuses threads,
   processes, sockets and signals, so nothing outlives the child, which the supervisor kills
   once its answer is in or at the time limit; each call runs the code from its top, never from
   what an earlier call left;
@@ -43,8 +44,8 @@ from typing import Any, BinaryIO, Final, NoReturn
 
 import numpy as np
 
-from .sandbox_guards import ALLOWED_MODULES, SOURCE, as_data, audit, define, describe
-from .sandbox_seccomp import Filter, architecture
+from .guards import ALLOWED_MODULES, SOURCE, as_data, audit, define, describe
+from .seccomp import Filter, architecture
 
 MAX_PRINTED: Final = 2000  # characters of printed text (and of an error) sent back
 MAX_ANSWER: Final = 1 << 20  # bytes of one answer
@@ -99,7 +100,7 @@ def _answer(request: dict[str, Any], loaded: Loaded | None) -> dict[str, Any]:
 
 
 def _probe() -> dict[str, Any]:
-    """Whether the filter refuses a socket and a process (``sandbox_bwrap.usable``)."""
+    """Whether the filter refuses a socket and a process (``bwrap.usable``)."""
     import socket
     try:
         socket.socket().close()
