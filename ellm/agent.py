@@ -1,12 +1,7 @@
 """Goal-conditioned double/dueling n-step DQN (ELLM.md section 5).
 
-Built by :func:`ellm.build.make_agent` with the :class:`AgentOptions` the run parsed once
-(``agent_options``), or in Python with the ``agent`` keys as keyword options. The loop calls ``act`` every env step and
-``update`` (one gradient step) every ``update_every_steps`` env steps after the seed frames.
-The TD reward is the replay's n-step ``reward`` (the per-step rewards the loop stored) plus the
-n-step return of each :class:`~ellm.reward.BatchReward` plug-in in ``rewards`` (RND, NovelD, APT:
-``baselines/``; ELLM's DQN has none). Texts enter as frozen sentence embeddings
-(:mod:`ellm.text_input`).
+The TD reward is the replay's n-step ``reward`` plus each BatchReward plug-in's n-step return
+(RND, NovelD, APT); texts enter as frozen sentence embeddings.
 """
 
 from __future__ import annotations
@@ -31,11 +26,11 @@ from ellm.reward import BatchReward
 from ellm.text_input import StringTable, TextInput, TextTensors, text_seed
 
 
-# ---------------------------------------------------------------------------- maths
 def double_dqn_target(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
                       reward: torch.Tensor, discount: torch.Tensor) -> torch.Tensor:
     """reward + discount * Q_target(s', argmax_a Q_online(s', a)); ``discount`` already holds
-    gamma^n times the continuation flags, so termination zeroes the bootstrap."""
+    gamma^n times the continuation flags, so termination zeroes the bootstrap.
+    """
     best = q_next_online.argmax(dim=1, keepdim=True)
     return reward + discount * q_next_target.gather(1, best).squeeze(1)
 
@@ -54,15 +49,7 @@ def _config_error(key: str, value: Any, expected: str) -> ConfigError:
 
 
 class DQNAgent:
-    """Double/dueling DQN on n-step returns (see module docstring). ``options``: the ``agent``
-    keys. Set by the loop: ``embedder``, ``strings`` (the replay's string table), ``discount`` and
-    ``nstep`` (folded into ``batch.discount`` by the replay), ``hold_epsilon`` (epsilon held at its
-    maximum until ``start_epsilon_decay``), ``seed``, ``channels_last`` (conv memory format),
-    ``paper_setting`` (:class:`LearnerSetting`), ``max_text_tokens`` (``env_spec.max_seq_len``),
-    ``precision`` (fp32 | bf16: the update's autocast, :mod:`ellm.precision`), ``compile``
-    (``torch.compile`` the update's loss; ``"reduce-overhead"``: replayed as CUDA graphs;
-    ``"graph"``: the whole gradient step recorded once as one CUDA graph, :mod:`ellm.graphed`) and
-    ``use_extr_rew`` (unused: the loop adds the game reward to the stored reward)."""
+    """Double/dueling DQN on n-step returns; ``options``: the ``agent`` keys."""
 
     Options: ClassVar[type[AgentOptions]] = AgentOptions
 
@@ -73,12 +60,12 @@ class DQNAgent:
                  paper_setting: bool = False, max_text_tokens: int = 200,
                  precision: str = "fp32", compile: bool | str = False,
                  agent_options: AgentOptions | None = None, **options: Any):
-        del use_extr_rew  # the loop mixes the game reward in, once
+        del use_extr_rew
         self.options = o = self._options(agent_options, options)
         self.obs_shape = tuple(int(x) for x in obs_shape)
         if len(self.obs_shape) != 3 or min(self.obs_shape) < 1:
             raise _config_error("obs_shape", obs_shape, "(frame_stack, height, width)")
-        if not 0.0 < float(discount) <= 1.0:  # as RunOptions.discount
+        if not 0.0 < float(discount) <= 1.0:
             raise _config_error("discount", discount, "a number in (0, 1]")
         for key, value in (("num_actions", num_actions), ("nstep", nstep)):
             if int(value) != value or int(value) < 1:
@@ -97,9 +84,7 @@ class DQNAgent:
         self.online, self.target = self._networks(seed, channels_last)
         self._select_trainable()
         self.optimizer = self._make_optimizer()
-        # Compiled on its first call; the module's parameters and state_dict stay the same.
-        # "reduce-overhead" also replays the compiled passes as CUDA graphs (on CUDA); "graph"
-        # records the whole eager step (the update after it) as one CUDA graph instead.
+        # Compiled on its first call; "graph" records the whole eager step as one CUDA graph.
         mode = "reduce-overhead" if compile == "reduce-overhead" else None
         compiled = compile is True or compile == "reduce-overhead"
         self._loss = torch.compile(self._td_loss, mode=mode) if compiled else self._td_loss
@@ -108,19 +93,18 @@ class DQNAgent:
         self.hold_epsilon = bool(hold_epsilon)
         self.decay_start = self.num_updates = self._last_target_sync = 0
         self._expl_agent: DQNAgent | None = None
-        self.rewards: list[BatchReward] = []  # the intrinsic-reward plug-ins (baselines/)
+        self.rewards: list[BatchReward] = []
 
     @classmethod
     def _options(cls, parsed: AgentOptions | None, keywords: dict[str, Any]) -> AgentOptions:
-        """The options a run parsed once (``agent_options``), or the keyword options of an
-        agent built in Python, parsed here."""
+        """The options a run parsed once, or those of an agent built in Python, parsed here."""
         if parsed is not None:
             if keywords or not isinstance(parsed, cls.Options):
                 raise TypeError(f"{cls.__name__} takes agent_options (a {cls.Options.__name__}) "
                                 f"or keyword options, not {type(parsed).__name__} and "
                                 f"{sorted(keywords)}")
             return parsed
-        if keywords.get("use_language_state") is False:  # a common spelling of "off"
+        if keywords.get("use_language_state") is False:
             keywords["use_language_state"] = None
         return schema.parse_keywords(cls.Options, keywords, "agent.", IGNORED_OPTIONS)
 
@@ -130,7 +114,7 @@ class DQNAgent:
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
-            online = QNetwork(  # a joint text input is fed as the language state
+            online = QNetwork(
                 self.obs_shape, self.num_actions, o.hidden_dim, o.use_image,
                 bool(o.use_language_state), o.use_goal and not joint, self.text.dim,
                 channels_last,
@@ -141,7 +125,6 @@ class DQNAgent:
                 setattr(target, name, getattr(online, name))
         return online, target
 
-    # ------------------------------------------------------------------ parameters
     def trainable_parameter_names(self) -> list[str]:
         """Names (in ``self.online``) of the parameters the optimiser updates."""
         setting = self.options.finetune_settings
@@ -149,7 +132,7 @@ class DQNAgent:
             return [name for name, _ in self.online.named_parameters()]
         if setting == "critic":
             prefixes = ("value.", "advantage.")
-        else:  # "linear": the last Linear layer of each head
+        else:
             last = len(self.online.value) - 1
             prefixes = (f"value.{last}.", f"advantage.{last}.")
         return [name for name, _ in self.online.named_parameters() if name.startswith(prefixes)]
@@ -158,30 +141,26 @@ class DQNAgent:
         return list(self._trainable)
 
     def _make_optimizer(self) -> torch.optim.Adam:
-        # The fused kernel is ~3x faster than the foreach one on CPU (5 vs 16 ms for 3M params).
+        # The fused kernel is ~3x faster than the foreach one on CPU (docs/scale.md).
         fused = self.device.type in ("cpu", "cuda")
         return torch.optim.Adam(self.trainable_parameters(), lr=self.options.lr, fused=fused,
                                 capturable=self.compile == "graph")
 
     def _new_graph(self) -> None:
-        """compile=graph: a fresh recording of the step, for the current optimiser (the old
-        one's state tensors are not the ones the optimiser now holds)."""
+        """compile=graph: a fresh recording, as the old one holds the previous optimiser's state."""
         if self.compile == "graph":
             self._graphed = GraphedStep(self._gradient_step, self.optimizer,
                                         self.trainable_parameters())
 
     def _select_trainable(self) -> None:
-        """Mark the parameters the optimiser updates; kept as a list, since each update's
-        gradient norm reads it (walking the modules per update costs ~0.5 ms on a GPU)."""
+        """Mark the parameters the optimiser updates; kept as a list, read by every update."""
         names = set(self.trainable_parameter_names())
         for name, param in self.online.named_parameters():
             param.requires_grad_(name in names)
         self._trainable = [p for name, p in self.online.named_parameters() if name in names]
 
-    # ------------------------------------------------------------------ acting
     def epsilon(self, step: int, eval_mode: bool = False) -> float:
-        """Exploration rate: linear from train_eps_max to train_eps_min over train_eps_decay_steps
-        counted from ``decay_start``; train_eps_max while held; eval_eps in eval mode."""
+        """Exploration rate: linear decay from ``decay_start``; eval_eps in eval mode."""
         o = self.options
         if eval_mode:
             return o.eval_eps
@@ -191,8 +170,8 @@ class DQNAgent:
         return o.train_eps_max + frac * (o.train_eps_min - o.train_eps_max)
 
     def start_epsilon_decay(self, step: int) -> bool:
-        """Release a held epsilon (``decay_after_reward``): decay from ``step`` on. Returns True
-        if this call released it, False (no-op) if epsilon was not held."""
+        """Release a held epsilon (``decay_after_reward``) from ``step`` on; True if this call did.
+        """
         if not self.hold_epsilon:
             return False
         self.hold_epsilon = False
@@ -200,8 +179,7 @@ class DQNAgent:
         return True
 
     def set_exploration_agent(self, other: DQNAgent | None) -> None:
-        """Guided exploration: when the epsilon draw says explore (training only), take
-        ``other``'s greedy action with probability other_model_prob, else a uniform one."""
+        """Guided exploration: an exploring step may take ``other``'s greedy action."""
         if other is self:
             raise ValueError("an agent cannot guide its own exploration")
         if other is not None and other.num_actions != self.num_actions:
@@ -210,8 +188,8 @@ class DQNAgent:
         self._expl_agent = other
 
     def act(self, obs: Mapping[str, Any], step: int, eval_mode: bool) -> int:
-        """Epsilon-greedy action for ``obs`` = {"frames": uint8 [S, H, W], "text_obs": str,
-        "goal": str} (only the keys this agent uses are read)."""
+        """Epsilon-greedy action for ``obs`` (frames, text_obs, goal; only the keys used are read).
+        """
         if self._rng.random() < self.epsilon(step, eval_mode):
             if (not eval_mode and self._expl_agent is not None
                     and self._rng.random() < self.options.other_model_prob):
@@ -230,12 +208,10 @@ class DQNAgent:
             frames = torch.as_tensor(np.asarray(obs["frames"]), device=self.device).unsqueeze(0)
         return self.online(frames, *self.text.of_obs(obs))[0]
 
-    # ------------------------------------------------------------------ learning
     def update(self, batch: Any, step: int) -> dict[str, torch.Tensor]:
-        """One double-DQN gradient step on the batch's ``reward`` plus each plug-in's n-step
-        return, then one step of each plug-in; returns metrics (no namespace) as detached 0-d
-        tensors on the device, read by the caller when it logs (:func:`read_metrics`), so an
-        update never waits for the device."""
+        """One double-DQN gradient step, then one step of each plug-in; metrics stay 0-d device
+        tensors so that an update never waits for the device.
+        """
         reward = batch.reward.to(self.device, torch.float32)
         metrics: dict[str, torch.Tensor] = {}
         for plugin in self.rewards:  # scored before the TD step moves the encoder they may read
@@ -252,13 +228,11 @@ class DQNAgent:
     def _td_loss(self, obs: torch.Tensor | None, next_obs: torch.Tensor | None,
                  action: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
                  text: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Huber loss of the online Q of ``action`` against the double-DQN target; returns
-        (loss, Q taken, target). The networks run under ``precision``'s autocast; the target and
-        the loss are fp32."""
+        """Huber loss of Q(action) against the double-DQN target (loss in fp32)."""
         # a CUDA graph cannot record autocast's cache of cast weights
         with autocast(self.device, self.precision, cache=self.compile != "graph"):
             with torch.no_grad():
-                if self.setting.shared_encoder:  # one encoder pass serves both heads
+                if self.setting.shared_encoder:
                     h = self.online.features(next_obs, text.next_language, text.next_goal)
                     q_next_online, q_next_target = self.online.heads(h), self.target.heads(h)
                 else:
@@ -270,8 +244,7 @@ class DQNAgent:
         return huber_loss(q_taken, target), q_taken, target
 
     def _td_step(self, batch: Any, reward: torch.Tensor, step: int) -> dict[str, torch.Tensor]:
-        """One gradient step of the online network towards the double-DQN target (replayed as
-        one CUDA graph with compile=graph)."""
+        """One gradient step towards the double-DQN target (one CUDA graph with compile=graph)."""
         use_image = self.options.use_image
         obs = batch.obs.to(self.device, non_blocking=True) if use_image else None
         next_obs = batch.next_obs.to(self.device, non_blocking=True) if use_image else None
@@ -284,7 +257,7 @@ class DQNAgent:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             metrics = self._gradient_step(*inputs)
-        if self.options.debug and not torch.isfinite(metrics["loss"]):  # a sync, in debug only
+        if self.options.debug and not torch.isfinite(metrics["loss"]):
             raise FloatingPointError(f"non-finite DQN loss {metrics['loss'].item()} at step {step}")
         self.num_updates += 1
         self._maybe_sync_target(step)
@@ -293,9 +266,8 @@ class DQNAgent:
     def _gradient_step(self, obs: torch.Tensor | None, next_obs: torch.Tensor | None,
                        action: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
                        *text: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Loss, backward pass, gradient norm and Adam's step (gradients already cleared); the
-        metrics as 0-d device tensors. Nothing here reads a value on the host, so it can be
-        recorded as a CUDA graph."""
+        """Loss, backward, gradient norm and Adam's step, with no host read (CUDA-graph recordable).
+        """
         loss, q_taken, target = self._loss(obs, next_obs, action, reward, discount,
                                            TextTensors(*text))
         loss.backward()
@@ -308,8 +280,8 @@ class DQNAgent:
                     "grad_norm": grad_norm.detach(), "batch_reward": reward.mean()}
 
     def _maybe_sync_target(self, step: int) -> None:
-        """Every critic_target_update_every_steps env steps: target <- tau*online + (1-tau)*target
-        (tau = 1 is the hard copy). For a per-update soft update set the period to 1."""
+        """Every critic_target_update_every_steps env steps: target <- tau*online + (1-tau)*target.
+        """
         if step - self._last_target_sync < self.options.critic_target_update_every_steps:
             return
         self._last_target_sync = int(step)
@@ -321,7 +293,6 @@ class DQNAgent:
                 else:
                     p_target.lerp_(p, tau)
 
-    # ------------------------------------------------------------------ checkpoints
     def architecture_config(self) -> dict[str, Any]:
         """Config values that fix the network shapes/meaning, keyed by their config names."""
         text, embedder = self.setting.text_input, self.text.embedder
@@ -336,8 +307,7 @@ class DQNAgent:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain state: networks, optimiser, RNG, schedule counters and the architecture config.
-        The frozen transformer is not included (it comes from the model package)."""
+        """Plain state: networks, optimiser, RNG, counters and architecture config."""
         return {
             "config": self.architecture_config(),
             "agent_target": _qualified_name(type(self)),
@@ -354,8 +324,7 @@ class DQNAgent:
         }
 
     def policy_state(self) -> dict[str, Any]:
-        """What acting needs (the online network and the text encoder's seed): the weights the
-        learner hands its actors, a quarter of :meth:`state_dict` (no target, no optimiser)."""
+        """What acting needs: the weights the learner hands its actors (no target, no optimiser)."""
         return {"online": self.online.state_dict(), "text_encoder_seed": self.text.reinit_seed}
 
     def load_policy(self, state: Mapping[str, Any]) -> None:
@@ -371,7 +340,7 @@ class DQNAgent:
         saved.setdefault("agent.text_input", "separate" if saved.get("sbert_model") else None)
         saved.setdefault("agent.reinit_text_encoder", None)
         mine = self.architecture_config()
-        if resume:  # resuming also needs the same method (finetuning may switch, e.g. RND -> DQN)
+        if resume:
             saved["agent.finetune_settings"] = state.get("finetune_settings")
             mine["agent.finetune_settings"] = self.options.finetune_settings
             saved["agent._target_"] = state.get("agent_target", _qualified_name(DQNAgent))
@@ -407,9 +376,7 @@ def read_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def mean_metrics(updates: Mapping[str, Sequence[Any]]) -> dict[str, float]:
-    """The mean of each metric over the updates of a logged row (0-d tensors or numbers): one
-    device read per metric and row. Means are taken in float64 over the float32 values, as
-    ``np.mean`` over the numbers read one by one would take them."""
+    """The mean of each metric over a row's updates: one device read per metric, in float64."""
     out = {}
     for key, values in updates.items():
         if all(isinstance(v, torch.Tensor) for v in values):

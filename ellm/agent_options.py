@@ -1,6 +1,4 @@
-"""The options of ellm's DQN (the ``agent`` keys, documented in ``config.yaml``) and the learner
-choices the paper setting makes differently (:class:`LearnerSetting`), apart from the agent
-(:mod:`ellm.agent`) that reads them."""
+"""The options of ellm's DQN and the learner choices the paper setting makes differently."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from ellm.errors import ConfigError
 
 @dataclass(frozen=True)
 class AgentOptions:
-    """The ``agent`` keys of ellm's DQN (documented in ``config.yaml``); every agent class
-    takes them. The defaults are for agents built in Python."""
+    """The ``agent`` keys of ellm's DQN (documented in ``config.yaml``)."""
 
     lr: float = schema.positive(6.25e-5)
     use_image: bool = schema.boolean(True)
@@ -38,7 +35,7 @@ class AgentOptions:
     reinit_text_encoder: bool | str = schema.boolean_or_auto("auto")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # 1 -> 1.0: the numbers as the agent computes with them
+        for f in dataclasses.fields(self):
             if f.type == "float":
                 object.__setattr__(self, f.name, float(getattr(self, f.name)))
         if self.train_eps_min > self.train_eps_max:
@@ -58,13 +55,12 @@ IGNORED_OPTIONS = ("use_tb", "use_wandb", "vocab")
 
 @dataclass(frozen=True)
 class LearnerSetting:
-    """The learner's choices that the paper setting (the original's code, docs/fidelity.md)
-    makes differently from the fixed one, made once from ``paper_setting``."""
+    """The learner's choices that the paper setting (docs/fidelity.md) makes differently."""
 
-    shared_encoder: bool  # the target network shares the online encoder; only its heads lag
-    text_input: str | None  # ellm.text_input.TEXT_INPUTS, None without text inputs
-    reinit_text_encoder: bool  # the paper encoder's Linear layers re-initialised
-    feature_rewards: bool  # intrinsic rewards on the DQN encoder's features (baselines/paper.py)
+    shared_encoder: bool
+    text_input: str | None
+    reinit_text_encoder: bool
+    feature_rewards: bool
 
     @classmethod
     def choose(cls, paper_setting: bool, o: AgentOptions) -> LearnerSetting:

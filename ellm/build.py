@@ -1,10 +1,4 @@
-"""The pieces of a run built from its config, shared by the workspace and the actors.
-
-:func:`rollout_parts` builds what one training rollout needs (env, goal source, per-step
-rewards, agent inputs, sentence embedder); :func:`make_agent` builds the agent the config names.
-The workspace calls both for the learner and the one-process loop, each actor process
-(:mod:`ellm.actors`) for its own rollout and its acting copy of the policy.
-"""
+"""The pieces of a run built from its config, shared by the workspace and the actors."""
 
 from __future__ import annotations
 
@@ -33,15 +27,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RolloutParts:
-    """What a training rollout is made of; ``env`` and ``goals`` are None for a learner whose
-    actors collect (it needs only the inputs and the embedder)."""
+    """What a training rollout is made of; ``env`` and ``goals`` are None when actors collect."""
 
     env: Any
     goals: Goals | None
     rewards: list[StepReward]
     inputs: AgentInputs
     embedder: Any
-    covered: Callable[[Mapping[str, Any]], Iterable[Hashable]]  # the game's Game.covered
+    covered: Callable[[Mapping[str, Any]], Iterable[Hashable]]
 
     def rollout(self, frame_stack: int) -> Rollout:
         assert self.env is not None and self.goals is not None, "built without an env"
@@ -51,8 +44,7 @@ class RolloutParts:
 
 def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.device,
                   env_seed: int | None) -> RolloutParts:
-    """The env (seeded with ``env_seed``; none when it is None), the agent's inputs, the
-    sentence embedder when anything reads text, the goal source and the per-step rewards."""
+    """The env, agent inputs, embedder, goal source and per-step rewards of one rollout."""
     env = game.make_env(cfg, env_seed) if env_seed is not None else None
     inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
                          functools.partial(game.goal_text, cfg),
@@ -78,8 +70,7 @@ def game_reward(cfg: DictConfig, method: Method) -> list[StepReward]:
 
 def make_agent(cfg: DictConfig, *, options: Any, num_actions: int, device: torch.device,
                embedder: Any, strings: Any, hold_epsilon: bool, seed: int, paper: bool) -> Any:
-    """The agent ``cfg.agent`` names, with the ``options`` the run parsed (``strings``: the
-    replay's string table, None for an agent that only acts)."""
+    """The agent ``cfg.agent`` names (``strings`` None for an agent that only acts)."""
     return hydra.utils.get_class(agent_target(cfg))(
         agent_options=options, obs_shape=(cfg.frame_stack, FRAME_SIZE, FRAME_SIZE),
         num_actions=num_actions, device=str(device),
@@ -87,14 +78,12 @@ def make_agent(cfg: DictConfig, *, options: Any, num_actions: int, device: torch
         nstep=cfg.nstep, hold_epsilon=hold_epsilon, seed=seed,
         use_extr_rew=cfg.use_extr_rew, paper_setting=paper,
         max_text_tokens=cfg.env_spec.max_seq_len,
-        # the learner's choices: an agent that only acts (an actor's) never updates
         precision=cfg.precision if strings is not None else "fp32",
         compile=cfg.compile if strings is not None else False)
 
 
 def add_guide(agent: Any, cfg: DictConfig, **kwargs: Any) -> None:
-    """Guided exploration: ``expl_agent_path``'s agent (built with ``kwargs`` as
-    :func:`make_agent`) guides ``agent``'s exploration; nothing without the key."""
+    """Guided exploration: ``expl_agent_path``'s agent guides ``agent``'s exploration."""
     if not cfg.expl_agent_path:
         return
     guide = make_agent(cfg, hold_epsilon=False, **kwargs)

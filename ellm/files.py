@@ -14,11 +14,8 @@ from ellm import interrupt
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
                  sync_dir: bool = False, **open_kwargs: Any) -> Iterator[IO[Any]]:
-    """Open a temp file beside ``path`` (``tmp``, default ``.NAME.PID.tmp``) for the body to
-    write; when the body ends cleanly, flush and fsync it and rename it over ``path`` (then
-    fsync the folder too with ``sync_dir``, so the rename itself survives a power loss). If the
-    body raises, the temp file is removed and ``path`` is left as it was. A Ctrl-C (once
-    :func:`ellm.interrupt.install` ran) waits until the file is in place."""
+    """Write ``path`` atomically (temp file, fsync, rename); on an exception it is left as it was.
+    """
     path = Path(path)
     tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with interrupt.deferred():

@@ -1,15 +1,4 @@
-"""Where the goals shown to the agent come from (the goal sources a :class:`ellm.rollout.Rollout`
-asks at each state), and the goal sentence the agent reads.
-
-- :class:`SuggestedGoals`: the LM suggester's goals for the state just observed (ELLM.md §3),
-  read as a text state by the game's ``state_of``; a goal the reward says was achieved is
-  passed on to the suggester's novelty filter (:meth:`SuggestedGoals.achieved`).
-- :class:`NoGoals`: a run whose agent reads no goal and learns from no goal reward asks no
-  suggester at all (RND, APT, random actions, the paper's extrinsic runs).
-
-A game's own goal sources (a single finetuning task, Housekeep's placements) live in its
-folder under :mod:`ellm.games`.
-"""
+"""Where the goals shown to the agent come from, and the goal sentence the agent reads."""
 
 from __future__ import annotations
 
@@ -20,9 +9,7 @@ from ellm.lm import GoalSuggester, LMCounters, TextState
 
 
 class Goals(Protocol):
-    """A goal source: ``reset`` at an episode's start and ``observe`` after each step return
-    the goals for the state just observed; ``metrics`` are the run's ``lm/`` counters (without
-    the prefix); ``answering_client`` the LM client whose model answers, if any."""
+    """A goal source: ``reset`` and ``observe`` return the goals for the state just observed."""
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
 
@@ -36,8 +23,7 @@ class Goals(Protocol):
 
 
 def goal_text(goals: Sequence[str], paper_setting: bool = False) -> str:
-    """The goal string an agent with ``use_goal`` reads: in the paper setting as the original
-    wrote it (goals joined by spaces, "Your goal is: ." when there is none), else as a list."""
+    """The goal string an agent reads: in the paper setting as the original wrote it."""
     if paper_setting:
         return f"Your goal is: {' '.join(goals)}."
     return f"Your goal is: {', '.join(goals) if goals else 'none'}."
@@ -88,7 +74,7 @@ class NoGoals:
         return []
 
     def metrics(self) -> dict[str, float]:
-        return LMCounters().as_metrics()  # lm/queries 0: no LM was asked
+        return LMCounters().as_metrics()
 
     def answering_client(self) -> Any:
         return None

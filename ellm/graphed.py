@@ -1,23 +1,7 @@
 """The learner's whole gradient step as one CUDA graph (``compile=graph``).
 
-On a GPU the DQN update of a small network is bound by the host launching its ~145 kernels,
-not by the GPU running them (docs/scale.md). Here the step (the online and target passes, the
-double-DQN target, the Huber loss, the backward pass, the gradient norm and Adam's step) is
-recorded once with :class:`torch.cuda.CUDAGraph` and then replayed as one launch per update,
-following PyTorch's "whole network capture": each update copies its batch into the graph's
-static input tensors, replays, and clones the metrics out of the graph's memory (the next
-replay rewrites them).
-
-What the recording needs and how it is kept exact:
-
-* Adam is built with ``capturable=True`` (its step counter lives on the GPU).
-* Recording runs the step a few times first (warm-up, on a side stream, as CUDA graphs ask);
-  those steps are undone: the weights and Adam's state are put back as they were, in place
-  (the graph holds their addresses), so the first update is the same as an eager one.
-* Anything that replaces the optimiser or its state tensors (resuming, finetuning) makes the
-  agent start a new :class:`GraphedStep`; the next update records again. So does a batch of
-  another shape or dtype.
-* The gradients live in the graph's memory: nothing else may set them to None.
+A small DQN's update is bound by kernel launches (docs/scale.md); warm-up steps are undone in
+place so the first update equals an eager one.
 """
 
 from __future__ import annotations
@@ -32,8 +16,7 @@ WARMUP_STEPS = 3
 
 
 class GraphedStep:
-    """Replays ``step(*inputs) -> metrics`` (which runs the backward pass and ``optimizer``'s
-    step on ``params``) as one CUDA graph."""
+    """Replays ``step(*inputs) -> metrics`` (backward pass and optimiser step) as one CUDA graph."""
 
     def __init__(self, step: Callable[..., dict[str, torch.Tensor]],
                  optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter]):
@@ -44,7 +27,7 @@ class GraphedStep:
         self.key: tuple | None = None
         self.static_in: list[torch.Tensor | None] = []
         self.static_out: dict[str, torch.Tensor] = {}
-        self.recordings = 0  # how many times the step was recorded (tests, logs)
+        self.recordings = 0
 
     def __call__(self, inputs: Inputs) -> dict[str, torch.Tensor]:
         key = tuple(None if t is None else (tuple(t.shape), t.dtype, t.device) for t in inputs)
@@ -57,7 +40,6 @@ class GraphedStep:
         self.graph.replay()
         return {name: value.clone() for name, value in self.static_out.items()}
 
-    # ------------------------------------------------------------------ recording
     def _record(self, inputs: Inputs, key: tuple) -> None:
         static = [None if t is None else t.detach().clone() for t in inputs]
         saved = self._save()
@@ -85,8 +67,8 @@ class GraphedStep:
 
     @torch.no_grad()
     def _restore(self, saved: tuple[list[torch.Tensor], dict[int, dict[str, torch.Tensor]]]) -> None:
-        """Undo the warm-up steps in place: weights back, Adam's state back (or zeroed, i.e.
-        fresh, where the warm-up created it)."""
+        """Undo the warm-up steps in place: weights back, Adam's state back (or zeroed where new).
+        """
         weights, state = saved
         for i, (p, w) in enumerate(zip(self.params, weights)):
             p.copy_(w)

@@ -1,18 +1,7 @@
 """Ctrl-C that is never lost.
 
-Python raises :class:`KeyboardInterrupt` wherever the main thread is when SIGINT arrives. Inside
-a ctypes callback the exception is printed ("Exception ignored on calling ctypes callback
-function") and dropped, and the run goes on: numba compiling (or loading from its cache)
-Crafter's world-generation noise at a process's first reset runs such callbacks (llvmlite), so
-a Ctrl-C in a run's first seconds was lost. :func:`install` (called by ``train.py``) makes the
-SIGINT handler record the interrupt as well as raise it, and the loops call :func:`check` at
-each frame, chunk and evaluation episode: a dropped interrupt is raised again there, and its
-"Exception ignored" traceback is not printed.
-
-A Ctrl-C in the middle of writing a file is held back until the file is written
-(:func:`deferred`, around every :func:`ellm.files.atomic_write`): raised inside ``torch.save``,
-it became a ``RuntimeError`` from torch's zip writer, a traceback and exit code 1 instead of a
-clean stop.
+One raised in a ctypes callback (numba) is dropped, so SIGINT is recorded and raised again at
+``check``; during a file write it waits until the file is written.
 """
 
 from __future__ import annotations
@@ -25,9 +14,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-_pending = False  # an interrupt was raised; check() raises it again
-_deferring = 0  # depth of deferred() blocks in the main thread
-_held = False  # an interrupt arrived inside one
+_pending = False
+_deferring = 0
+_held = False
 _unraisable = sys.unraisablehook
 
 
@@ -54,8 +43,8 @@ def install() -> None:
 
 
 def check() -> None:
-    """Raise :class:`KeyboardInterrupt` if SIGINT arrived since :func:`install` or the last
-    check (its first raise may have been dropped)."""
+    """Raise KeyboardInterrupt if SIGINT arrived since the last check (its first raise may be lost).
+    """
     global _pending
     if _pending:
         _pending = False
@@ -64,8 +53,7 @@ def check() -> None:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold back a Ctrl-C that arrives while the body runs, and raise it once the body is done
-    (in the main thread, where signal handlers run; elsewhere the body just runs)."""
+    """Hold back a Ctrl-C while the body runs and raise it after (main thread only)."""
     global _deferring, _held
     if threading.current_thread() is not threading.main_thread():
         yield

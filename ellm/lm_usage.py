@@ -1,23 +1,16 @@
-"""What a run's LMs were asked and cost, as ``lm.csv`` and the snapshot record it.
-
-:class:`LMUsage` pools the counters of the run's goal sources (training and evaluation; with
-actors, :class:`~ellm.actors.ActorLMCounters` pools theirs) on top of what the run's earlier parts
-counted, so that a resumed run counts on.
-"""
+"""What a run's LMs were asked and cost; a resumed run counts on from its earlier parts."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-LM_FLAGS = ("budget_exhausted", "constraint_refused")  # 0/1 per goal source, not counts
-LM_GAUGES = ("budget_exhausted", "constraint_refused", "in_flight")  # of now, not counts
+LM_FLAGS = ("budget_exhausted", "constraint_refused")
+LM_GAUGES = ("budget_exhausted", "constraint_refused", "in_flight")
 
 
 def pool_lm_metrics(parts: list[Mapping[str, float]]) -> dict[str, float]:
-    """LM counters of several goal sources as one: counts and dollars add up, ``latency_s`` (a
-    mean per API call) is weighed by ``api_calls``, a flag (``LM_FLAGS``) is 1 when it is 1
-    for any source."""
+    """LM counters of several goal sources as one (latency weighed by API calls, flags OR-ed)."""
     out: dict[str, float] = {}
     for part in parts:
         for key, value in part.items():
@@ -33,8 +26,8 @@ def pool_lm_metrics(parts: list[Mapping[str, float]]) -> dict[str, float]:
 
 
 def lm_counts_on(before: Mapping[str, float], part: Mapping[str, float]) -> dict[str, float]:
-    """A resumed run's LM counters: ``part``'s (since the resumption) added to ``before`` (the
-    snapshot's); the gauges (``LM_GAUGES``) are ``part``'s alone."""
+    """A resumed run's LM counters: ``part``'s added to ``before``'s; gauges are ``part``'s alone.
+    """
     if not before:
         return dict(part)
     totals = pool_lm_metrics([before, part])
@@ -47,15 +40,13 @@ def lm_counts_on(before: Mapping[str, float], part: Mapping[str, float]) -> dict
 
 
 class LMUsage:
-    """The run's LM counters and dollars. ``pooled``: ``goals`` already pools the evaluation
-    source's counters (an ActorLMCounters); else the two sources are pooled here, the budget entries
-    taken once, as they describe the one process-wide ledger."""
+    """The run's LM counters and dollars (budget entries taken once: one ledger per process)."""
 
     def __init__(self, goals: Any, eval_goals: Any, *, pooled: bool,
                  before: Mapping[str, float] | None = None, spent_before: float = 0.0):
         self.goals, self.eval_goals, self.pooled = goals, eval_goals, pooled
         self.before, self.spent_before = dict(before or {}), float(spent_before)
-        self.logged = self.metrics()  # the lm/ metrics last logged
+        self.logged = self.metrics()
 
     def part(self) -> dict[str, float]:
         """The counters of this part of the run (since its start or resumption)."""
@@ -81,9 +72,7 @@ class LMUsage:
         return self.spent_before + self.part().get("budget_spent", 0.0)
 
     def close(self) -> dict[str, float]:
-        """Close both sources: a non-blocking one lets its requests in flight finish, so their
-        answers are cached and counted. Returns the lm/ metrics when they changed since last
-        logged (for a last row), else {}."""
+        """Close both sources so in-flight answers are counted; the lm/ metrics if they changed."""
         self.goals.close()
         self.eval_goals.close()
         final = self.metrics()

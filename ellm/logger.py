@@ -1,11 +1,6 @@
 """One logger for every metric: namespaced keys fanned out to CSV, TensorBoard and W&B.
 
-Keys look like ``train/episode_reward`` or ``lm/cache_hits``; the namespace (the part before
-the first ``/``) picks the CSV file ``<run dir>/<namespace>.csv`` (always written; one row per
-``log`` call, a ``frame`` column first). TensorBoard event files go to ``<run dir>/tb`` when
-``use_tb`` is set, W&B receives the same dict when ``use_wandb`` is set. A W&B failure (no
-network, no key) is reported once and W&B is switched off: it never stops training. An offline
-W&B run (``WANDB_MODE=offline``) ends with the ``wandb sync`` command that uploads it.
+A W&B failure is reported once and W&B switched off: it never stops training.
 """
 
 from __future__ import annotations
@@ -24,11 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class CsvFile:
-    """A CSV file whose header grows when new keys appear (rewritten atomically).
-
-    ``keep_until``: rows logged after this frame are dropped on opening. A resumed run passes
-    its snapshot's frame, so the rows a killed run wrote after its last snapshot are not
-    duplicated when those frames are trained again.
+    """A CSV file whose header grows with new keys; a resumed run drops rows after its snapshot,
+    so frames trained again are not duplicated.
     """
 
     def __init__(self, path: Path, keep_until: int | None = None):
@@ -52,7 +44,7 @@ class CsvFile:
         if self.path.exists():
             text = self.path.read_text()
             if not text.endswith("\n"):
-                text = text[:text.rfind("\n") + 1]  # drop a line torn by a crash
+                text = text[:text.rfind("\n") + 1]
             rows = list(csv.DictReader(text.splitlines()))
         if keep_until is not None:
             rows = [r for r in rows if _frame(r) is not None and _frame(r) <= keep_until]
@@ -67,12 +59,11 @@ def _frame(row: Mapping[str, str]) -> int | None:
     try:
         return int(float(row.get("frame") or ""))
     except ValueError:
-        return None  # a row torn by a crash
+        return None
 
 
 class Logger:
-    """Fan-out of namespaced scalar metrics; ``start_frame`` > 0 means a resumed run (see
-    :class:`CsvFile`)."""
+    """Fan-out of namespaced scalar metrics; ``start_frame`` > 0 means a resumed run."""
 
     def __init__(
         self,
@@ -130,7 +121,7 @@ class Logger:
         if self._wandb is not None:
             # An offline run stays on this disk until synced: say how (W&B itself is silenced).
             offline = self._wandb.offline
-            sync_dir = self._wandb.settings.sync_dir  # Run.sync_dir is newer than wandb 0.16
+            sync_dir = self._wandb.settings.sync_dir
             self._wandb.finish()
             self._wandb = None
             if offline:

@@ -1,17 +1,7 @@
 """The methods a run can train, by name: ``method=ellm|novelty|rnd|noveld|apt|extrinsic|random``.
 
-Each is a file of the ``method`` config group (``ellm/conf/method/<name>.yaml``) saying what it
-sets (agent, LM class, epsilon), and a :class:`Method` here saying what the training loop does
-for it: which rewards the agent learns from per step, whether a goal source is needed, whether
-the agent learns at all. ``config.json`` records the name as ``"method"``.
-
-The original's spellings name a method too, by a fixed table (:data:`SPELLINGS`), so its
-commands keep their meaning: ``agent._target_=baselines.rnd.RNDAgent`` is RND (NovelD with
-``agent.noveld=True``), ``agent._target_=baselines.icm_apt.ICMAPTAgent`` APT,
-``env_spec.lm_spec.lm_class=BaselineModel`` Novelty, and an env id the game marks as trained on
-its own reward (``env_spec.name=CrafterReward-v1``) the extrinsic baseline. With the default
-``method=ellm`` a spelling picks its method; a spelling that contradicts an explicit ``method``
-is a config error.
+The original's spellings (``agent._target_=baselines.rnd.RNDAgent`` ...) name a method too, so
+its commands keep their meaning; one that contradicts an explicit ``method`` is an error.
 """
 
 from __future__ import annotations
@@ -32,10 +22,9 @@ class Method:
     """What the training loop does for a method."""
 
     name: str
-    goal_reward: bool  # the agent learns from the LM goal reward (per step, at collection)
-    game_reward: bool  # ... from the game reward, per step (always for extrinsic and random;
-    # with use_extr_rew=True for the others)
-    learns: bool = True  # False: never updated (random actions)
+    goal_reward: bool
+    game_reward: bool  # ... from the game reward (always for extrinsic and random; else with use_extr_rew=True)
+    learns: bool = True
 
     def game_weight(self, cfg: DictConfig) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""
@@ -50,7 +39,6 @@ class Method:
 METHODS: Final = {
     "ellm": Method("ellm", goal_reward=True, game_reward=False),
     "novelty": Method("novelty", goal_reward=True, game_reward=False),
-    # RND, NovelD and APT learn from a reward their agent computes per batch (baselines/).
     "rnd": Method("rnd", goal_reward=False, game_reward=False),
     "noveld": Method("noveld", goal_reward=False, game_reward=False),
     "apt": Method("apt", goal_reward=False, game_reward=False),
@@ -69,8 +57,7 @@ def _rnd_or_noveld(cfg: DictConfig) -> str | None:
     return None
 
 
-# The original's spellings, in the order they are read: the agent class first, then the env,
-# then the LM class (an RND agent on CrafterReward-v1 is RND with the game reward).
+# The original's spellings, read in order: agent class, env, LM class.
 SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]] = (
     ("agent._target_", lambda cfg, game: _rnd_or_noveld(cfg)),
     ("agent._target_", lambda cfg, game: "apt" if cfg.agent._target_ in _APT_CLASSES else None),

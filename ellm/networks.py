@@ -1,8 +1,7 @@
 """Q-network of the goal-conditioned DQN (ELLM.md section 5).
 
-Inputs are uint8 frame stacks and, optionally, precomputed frozen sentence embeddings of the
-language state and of the goal text. The frozen sentence-transformer itself is not part of these
-modules: the agent feeds its cached embeddings, so checkpoints never contain transformer weights.
+The agent feeds cached frozen sentence embeddings, so checkpoints never hold transformer
+weights.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ def _init_weights(module: nn.Module) -> None:
 
 
 class ImageEncoder(nn.Module):
-    """Nature-DQN conv stack on uint8 frames scaled to [0, 1], flattened, L2-normalised, then a
-    Linear layer to ``out_dim``."""
+    """Nature-DQN conv stack on uint8 frames, L2-normalised, then a Linear to ``out_dim``."""
 
     def __init__(self, obs_shape: tuple[int, int, int], out_dim: int, channels_last: bool = False):
         super().__init__()
@@ -69,16 +67,11 @@ def _head(hidden_dim: int, out_dim: int) -> nn.Sequential:
     )
 
 
-# The QNetwork parts before the dueling heads (shared with the target in the paper setting).
 ENCODER_MODULES = ("image_encoder", "language_proj", "goal_proj", "fusion")
 
 
 class QNetwork(nn.Module):
-    """Dueling Q-network over any non-empty subset of {image, language state, goal}.
-
-    Each input is encoded to ``hidden_dim`` (image: conv encoder; texts: a trainable Linear on the
-    frozen sentence embedding), concatenated, fused by Linear + ReLU, and fed to the V and A heads.
-    """
+    """Dueling Q-network over any non-empty subset of {image, language state, goal}."""
 
     def __init__(
         self,
@@ -104,7 +97,7 @@ class QNetwork(nn.Module):
         self.value = _head(hidden_dim, 1)
         self.advantage = _head(hidden_dim, num_actions)
         self.apply(_init_weights)
-        if self.image_encoder is not None and channels_last:  # after init: orthogonal_ needs NCHW
+        if self.image_encoder is not None and channels_last:
             self.image_encoder.convs.to(memory_format=torch.channels_last)
 
     def features(

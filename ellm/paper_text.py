@@ -1,17 +1,6 @@
 """The original agent's text input (the paper setting; docs/fidelity.md row 3).
 
-The original tokenised the language state and the goal separately with the sentence model's
-tokenizer, padded each to ``max_seq_len`` (200) tokens, concatenated the two arrays and ran the
-sentence transformer ONCE over the pair, with padding masked, then mean-pooled, L2-normalised and
-projected the result by a trainable Linear layer. Its Q-network's ``apply(weight_init)`` also
-reached the transformer: every Linear layer inside it was re-initialised (orthogonal weights,
-zero biases) before the first embedding, so the frozen encoder was a random transformer on top of
-pretrained token embeddings and LayerNorms.
-
-``PaperTextEncoder`` computes exactly that, with one shortcut that changes no number: instead of
-running 2 x 200 positions of which most are masked padding, it runs the real tokens with the
-position ids they had in the padded layout (the goal's tokens start at position ``max_tokens``).
-Masked positions get zero attention weight, so the result is the padded computation's.
+It runs only the real tokens at their padded positions: masking makes that the original's pass.
 """
 
 from __future__ import annotations
@@ -34,8 +23,7 @@ Texts = tuple[str, ...]
 
 
 def reinitialise_linear_layers(model: nn.Module, seed: int) -> None:
-    """Orthogonal weights and zero biases in every Linear layer of ``model``, drawn from a torch
-    generator seeded with ``seed`` (the original's ``weight_init`` reaching the transformer)."""
+    """Orthogonal weights, zero biases in every Linear of ``model`` (the original's quirk)."""
     generator = torch.Generator().manual_seed(int(seed))
     with torch.no_grad():
         for module in model.modules():
@@ -48,17 +36,7 @@ def reinitialise_linear_layers(model: nn.Module, seed: int) -> None:
 
 
 class PaperTextEncoder(EmbeddingCache):
-    """Frozen sentence transformer over one or two texts, as the original agent's encoder.
-
-    Args:
-        sentence_model: the loaded sentence-transformers model (its tokenizer and transformer are
-            used; it is copied, never changed, so the reward's model stays pretrained).
-        max_tokens: each text's padded length in the original (``env_spec.max_seq_len``, 200);
-            longer texts are cut there, as the original did.
-        reinit_seed: re-initialise the copy's Linear layers from this seed (the original's quirk);
-            ``None`` keeps the pretrained weights.
-        device: torch device of the transformer.
-    """
+    """Frozen transformer over one or two texts, as the original's encoder (a copy)."""
 
     def __init__(self, sentence_model: SentenceTransformer, max_tokens: int = 200,
                  reinit_seed: int | None = None, device: str | torch.device = "cpu"):
@@ -79,8 +57,7 @@ class PaperTextEncoder(EmbeddingCache):
         self.set_reinit_seed(reinit_seed)
 
     def set_reinit_seed(self, seed: int | None) -> None:
-        """(Re)build the transformer: the pretrained one, or a copy re-initialised from ``seed``.
-        Checkpoints record the seed, so a run that loads one embeds as the run that saved it."""
+        """(Re)build the transformer from ``seed``, recorded in checkpoints."""
         if seed is not None:
             seed = int(seed)
         if self._cache and seed == self.reinit_seed:
@@ -97,8 +74,8 @@ class PaperTextEncoder(EmbeddingCache):
     def _token_ids(self, text: str) -> list[int]:
         ids = self._tokens.get(text)
         if ids is None:
-            # Cut after tokenising, as the original did ([SEP] is lost past the cap); verbose=False:
-            # the tokenizer's "longer than 256" notice is about the whole text, not the cut one.
+            # Cut after tokenising, as the original did; verbose=False: the "longer than 256" notice
+            # is about the uncut text.
             ids = self.tokenizer(text, verbose=False)["input_ids"][: self.max_tokens]
             self._tokens[text] = ids
         return ids
@@ -108,8 +85,7 @@ class PaperTextEncoder(EmbeddingCache):
                 "reinit_seed": self.reinit_seed}
 
     def embed(self, inputs: Sequence[Texts]) -> np.ndarray:
-        """Unit-norm float32 embeddings ``[N, dim]``, one per input of one or two texts; each
-        distinct input is encoded once and then served from a cache."""
+        """Unit-norm float32 embeddings ``[N, dim]``, each distinct input encoded once."""
         return self._lookup(inputs)
 
     @torch.inference_mode()

@@ -1,11 +1,6 @@
-"""The learner's number format (``precision``), where bf16 autocast is supported, and how host
-tensors reach the learner's device (:func:`to_device`).
+"""The learner's number format (``precision``) and how host tensors reach the learner's device.
 
-``precision=bf16`` runs the DQN update's forward and backward passes under
-:func:`torch.autocast` with bfloat16; the TD target, the loss, the optimiser and the weights stay
-fp32, and so do acting and the intrinsic-reward modules. It is accepted only where the hardware
-does bf16 matrix work natively: a CUDA GPU that supports it, or a CPU with AMX or AVX512-BF16
-(elsewhere autocast would emulate bf16 and be slower than fp32).
+bf16 only where the hardware does it natively: emulated, it is slower than fp32.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import torch
 from ellm.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16")
-CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of native bf16 matrix work
+CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 @functools.cache
@@ -56,20 +51,19 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 def autocast(device: torch.device, precision: str,
              cache: bool = True) -> contextlib.AbstractContextManager:
-    """The autocast context of ``precision`` on ``device`` (a no-op context for fp32);
-    ``cache=False`` for passes recorded as a CUDA graph, which cannot hold autocast's cache."""
+    """The autocast context of ``precision``; ``cache=False`` for passes recorded as a CUDA graph.
+    """
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
 
 
-COMPILE_STRINGS = ("reduce-overhead", "graph")  # compile's values besides true and false
+COMPILE_STRINGS = ("reduce-overhead", "graph")
 COMPILE_MODES = "true, false, reduce-overhead or graph"
 
 
 def check_compile(compile: object, device: torch.device) -> None:
-    """``compile`` is true, false, reduce-overhead or graph, and graph (a CUDA graph of the
-    whole step) runs on a CUDA device; else a ConfigError naming the key."""
+    """A ConfigError unless ``compile`` is valid, and graph runs on CUDA."""
     if not (isinstance(compile, bool) or compile in COMPILE_STRINGS):
         raise ConfigError(f"compile={compile!r} is invalid: expected {COMPILE_MODES}")
     if compile == "graph" and device.type != "cuda":
@@ -78,8 +72,7 @@ def check_compile(compile: object, device: torch.device) -> None:
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on ``device``: on CUDA through pinned memory with a non-blocking copy, so
-    the host never waits for the device; elsewhere a plain ``.to``."""
+    """A host tensor on ``device``, pinned and non-blocking on CUDA so the host never waits."""
     if device.type != "cuda":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)

@@ -1,11 +1,7 @@
-"""Resuming is the run, continued: ``snapshot_path=RUN_DIR`` takes the config the snapshot
-recorded as the base, whatever ``config.yaml`` says now.
+"""Resuming is the run, continued: ``snapshot_path=RUN_DIR`` takes the snapshot's config as base.
 
-A key given on the command line (or set by a config group given there) may differ from the
-snapshot's only if it is in :data:`SAFE_ON_RESUME`: a longer budget, logging, where and how fast
-the run computes, where its LM is served. Any other difference stops the run before it starts
-(exit code 2), naming each key with both values. Keys the command line does not name take the
-snapshot's value, so ``python train.py snapshot_path=RUN_DIR`` alone resumes the run as it was.
+Only keys of SAFE_ON_RESUME may differ from the snapshot's; any other difference stops the
+run before it starts, naming both values.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ def resuming(cfg: DictConfig) -> bool:
 
 
 def named_keys(overrides: Sequence[str]) -> tuple[set[str], list[str]]:
-    """(the keys ``key=value`` overrides name, the config-group overrides), Hydra's own
-    ``hydra.*`` keys left out."""
+    """(the keys ``key=value`` overrides name, the config-group overrides), ``hydra.*`` left out."""
     keys, groups = set(), []
     for override in overrides:
         key = override.lstrip("+~").partition("=")[0].strip()
@@ -54,8 +49,7 @@ def named_keys(overrides: Sequence[str]) -> tuple[set[str], list[str]]:
 
 def explicit_keys(overrides: Sequence[str],
                   compose: Callable[[list[str]], DictConfig] | None) -> set[str]:
-    """Every key the command line sets: those it names, and the ones its config groups change
-    (``compose(overrides)`` composes the config, to see what a group sets)."""
+    """Every key the command line sets, its config groups' changes included."""
     keys, groups = named_keys(overrides)
     if groups and compose is not None:
         # The groups alone against none: a plain key may need its group to exist at all.
@@ -67,8 +61,7 @@ def explicit_keys(overrides: Sequence[str],
 
 def resumed_config(cfg: DictConfig, overrides: Sequence[str],
                    compose: Callable[[list[str]], DictConfig] | None = None) -> DictConfig:
-    """``cfg`` with the snapshot's recorded config as its base (module docstring); raises
-    :class:`ConfigError` naming every key the command line changes that may not change."""
+    """``cfg`` on the snapshot's recorded config; ConfigError for each key that may not change."""
     path = checkpoint.resolve(cfg.snapshot_path, "snapshot_path")
     recorded = checkpoint.load(path)[1].get("config")
     if not isinstance(recorded, Mapping):

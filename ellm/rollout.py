@@ -1,12 +1,7 @@
 """One step of an episode, written once: training, evaluation and actors all run it.
 
-A :class:`Rollout` owns an env, the goal source that shows goals to the agent and the run's
-per-step rewards (:class:`ellm.reward.StepReward`). :meth:`Rollout.step` acts with the policy
-it is given, steps the env, scores the step against the goals the agent was shown (before the
-new goals replace them: a goal pays for the transition it asked for), observes the new goals
-and stacks the new frame. It returns the :class:`Step` a caller stores or counts; what an
-episode amounted to (its returns, the rewards' own metrics, how varied its actions were, how
-much of the world it reached) is :meth:`Rollout.summary` once it ends.
+A step is scored against the goals the agent was shown before new goals replace them: a goal
+pays for the transition it asked for.
 """
 
 from __future__ import annotations
@@ -32,13 +27,13 @@ class Step:
     """What one env step produced."""
 
     action: int
-    reward: float  # the sum of the run's per-step rewards: what the replay stores
+    reward: float
     game_reward: float
     obs: Mapping[str, Any]
     info: Mapping[str, Any]
-    goals: list[str]  # the goals for the new state
-    frame: np.ndarray  # the new grayscale frame (the last of the stack)
-    last: bool  # terminated or truncated
+    goals: list[str]
+    frame: np.ndarray
+    last: bool
 
 
 @dataclass
@@ -47,25 +42,21 @@ class EpisodeTally:
 
     length: int = 0
     reward: float = 0.0
-    returns: dict[str, float] = field(default_factory=dict)  # per reward plug-in
+    returns: dict[str, float] = field(default_factory=dict)
     actions: Counter[int] = field(default_factory=Counter)
     no_effect: int = 0
-    covered: set[Hashable] = field(default_factory=set)  # the game's keys of what was reached
-    captions: set[str] = field(default_factory=set)  # distinct non-empty transition captions
+    covered: set[Hashable] = field(default_factory=set)
+    captions: set[str] = field(default_factory=set)
 
 
-# The per-episode columns logged as train/<key> and eval/<key>: how varied the actions were
-# (collapse) and how much of the world the episode reached (exploration).
+# Per-episode columns (train/ and eval/): action collapse and exploration.
 COLLAPSE = ("action_entropy", "top_action_share", "noop_share")
 EXPLORATION = ("coverage", "distinct_captions")
 DIAGNOSTICS = COLLAPSE + EXPLORATION
 
 
 def action_diagnostics(actions: Counter[int], no_effect: int) -> dict[str, float]:
-    """How varied an episode's actions were: ``action_entropy`` (nats) of their distribution,
-    ``top_action_share`` of the most frequent one and ``noop_share`` of those that changed
-    nothing (the game says the action had no effect). A policy collapsed onto one action has
-    entropy 0 and top share 1."""
+    """How varied an episode's actions were: entropy, top action share and no-op share."""
     total = sum(actions.values())
     if not total:
         return {"action_entropy": 0.0, "top_action_share": 0.0, "noop_share": 0.0}
@@ -80,9 +71,7 @@ def _covers_nothing(_info: Mapping[str, Any]) -> Iterable[Hashable]:
 
 
 class Rollout:
-    """Runs episodes of ``env`` one step at a time (see the module docstring). ``covered``
-    names what of the world a step's info reached (the game's :meth:`~ellm.games.Game.covered`);
-    an episode's ``coverage`` is how many distinct names it saw."""
+    """Runs episodes of ``env`` one step at a time; ``covered`` feeds the ``coverage`` column."""
 
     def __init__(self, env: gym.Env, goals: Goals, rewards: Sequence[StepReward],
                  inputs: AgentInputs, frame_stack: int,
@@ -96,8 +85,7 @@ class Rollout:
         self.tally = EpisodeTally()
 
     def reset(self, goals: Sequence[str] | None = None) -> np.ndarray:
-        """Start an episode; returns its first frame. ``goals`` fixes the goals shown for the
-        whole episode (a single goal's evaluation) instead of asking the goal source."""
+        """Start an episode; ``goals`` fixes the whole episode's goals (single-goal evaluation)."""
         obs, info = self.env.reset()
         self._fixed = None if goals is None else list(goals)
         self.goals = self._fixed if self._fixed is not None else self.goal_source.reset(obs, info)
@@ -125,8 +113,7 @@ class Rollout:
             values = [plugin.step(data) for plugin in self.rewards]
             for plugin, value in zip(self.rewards, values):
                 self.tally.returns[plugin.name] += value
-            # Summed in the plug-ins' order, with no 0.0 in front: the stored reward is the
-            # one plug-in's value bit for bit when there is one.
+            # Summed with no 0.0 in front: one plug-in's value is stored bit for bit.
             reward = functools.reduce(operator.add, values) if values else 0.0
             if self._fixed is None:
                 self.goals = self.goal_source.observe(obs, info)
@@ -147,9 +134,8 @@ class Rollout:
             tally.captions.add(caption)
 
     def summary(self) -> dict[str, float]:
-        """The finished (or current) episode: length, return, each plug-in's return as
-        ``return/<name>``, the plug-ins' own episode metrics, the action diagnostics and the
-        exploration ones (``coverage``, ``distinct_captions``)."""
+        """The finished (or current) episode's returns and plug-in, action and exploration metrics.
+        """
         tally = self.tally
         out = {"length": float(tally.length), "reward": tally.reward,
                **{f"return/{name}": value for name, value in tally.returns.items()},

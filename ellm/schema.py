@@ -1,11 +1,4 @@
-"""Typed config schemas: dataclasses whose fields say what a valid value is, in words and as a
-test. :func:`parse` checks a config node against one and names the key of a bad value. The run,
-agent and game schemas all use it; it imports nothing of ellm but the shared error type.
-
-A field may have a default (``valid(..., default=x)``): a key missing from the node takes it, so an
-agent's options can be given in part (the original's ``+agent.<key>=`` spelling). A schema's
-``__post_init__`` checks what spans several keys, raising :class:`ConfigError` as well.
-"""
+"""Typed config schemas whose fields say what a valid value is, so errors name the key."""
 
 from __future__ import annotations
 
@@ -29,8 +22,7 @@ def is_num(v: Any) -> bool:
 
 
 def valid(expected: str, ok: Callable[[Any], bool], default: Any = MISSING) -> Any:
-    """A schema field: what a valid value is, in words (``expected``) and as a test (``ok``),
-    and the value a missing key takes (none: the key is required)."""
+    """A schema field: what a valid value is (words and test) and a missing key's default."""
     return field(default=default, metadata={"expected": expected, "ok": ok})
 
 
@@ -67,9 +59,7 @@ def one_of(*choices: Any, default: Any = MISSING) -> Any:
 
 
 def parse(schema: type, node: Any, prefix: str = "") -> Any:
-    """An instance of the dataclass ``schema`` from a config node or a mapping, checking every
-    field (a missing key takes the field's default, if it has one); the error names
-    ``prefix + field``."""
+    """An instance of ``schema`` from a config node, every field checked; errors name the key."""
     values = {}
     for f in dataclasses.fields(schema):
         key = f"{prefix}{f.name}"
@@ -89,8 +79,7 @@ def parse(schema: type, node: Any, prefix: str = "") -> Any:
 
 def parse_keywords(schema: type, given: Mapping[str, Any], prefix: str = "",
                    ignored: Collection[str] = ()) -> Any:
-    """:func:`parse` for keyword arguments, e.g. a config block as Hydra passes it to a class;
-    a name that is neither a field nor ``ignored`` is a TypeError, as for any function."""
+    """``parse`` for keyword arguments; an unknown name is a TypeError, as for any function."""
     names = {f.name for f in dataclasses.fields(schema)}
     unknown = sorted(set(given) - names - set(ignored))
     if unknown:

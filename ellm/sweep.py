@@ -1,7 +1,5 @@
-"""What a Hydra sweep (``-m``) says once all its jobs are done: where its runs are and the one
-command that reports them together. Hydra calls :class:`SweepClosing` in the launching process
-(``hydra.callbacks`` in ``config.yaml`` and the LLM-in-the-loop configs), whichever launcher ran
-the jobs; each job still ends with its own closing lines."""
+"""What a Hydra sweep (``-m``) says once all its jobs are done: where its runs are, how to report.
+"""
 
 from __future__ import annotations
 

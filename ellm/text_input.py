@@ -1,17 +1,4 @@
-"""How the agent's texts reach its Q-network: as frozen sentence embeddings.
-
-In ``act`` the texts of one observation are embedded directly; in ``update`` batches carry integer
-ids into the replay's string table, and an id-indexed embedding tensor that grows as new ids appear
-serves them, so an update never runs the transformer for a string it has already seen. Three kinds
-(:class:`ellm.agent_options.LearnerSetting` picks one):
-
-- ``separate`` (the fixed setting): the shared :class:`~ellm.embed.SentenceEmbedder` embeds the
-  language state and the goal apart;
-- ``paper``: each text apart through :class:`~ellm.paper_text.PaperTextEncoder`, the original's
-  transformer (its Linear layers re-initialised unless ``reinit_text_encoder=false``);
-- ``joint``: language state and goal in ONE pass of that encoder, one embedding per pair, fed to
-  the network as its language state (the original's input).
-"""
+"""How the agent's texts reach its Q-network: frozen sentence embeddings served by string id."""
 
 from __future__ import annotations
 
@@ -48,16 +35,14 @@ NO_TEXT = TextTensors(None, None, None, None)
 
 
 class ShippedEmbeddings(NamedTuple):
-    """Embeddings an actor computed, for the learner's cache: ``entries`` by cache key, made by
-    the transformer re-initialised from ``reinit_seed`` (None: the pretrained one)."""
+    """Embeddings an actor computed for the learner's cache, and the seed of their transformer."""
 
     reinit_seed: int | None
     entries: dict[Any, np.ndarray]
 
 
 class TextInput:
-    """The language state (``use_language``) and goal (``use_goal``) of observations and batches
-    as embeddings of width ``dim``; ``kind`` is one of :data:`TEXT_INPUTS` or None (no text)."""
+    """The language state and goal of observations and batches as embeddings of width ``dim``."""
 
     def __init__(self, kind: str | None, embedder: SentenceEmbedder | None,
                  strings: StringTable | None, *, use_language: bool, use_goal: bool,
@@ -68,7 +53,7 @@ class TextInput:
         self.kind, self.embedder, self.strings, self.device = kind, embedder, strings, device
         self.use_language, self.use_goal = use_language, use_goal
         self.model = embedder.model if embedder is not None else None
-        if self.model is not None:  # frozen: never trained, never checkpointed
+        if self.model is not None:
             self.model.eval()
             self.model.requires_grad_(False)
         self.dim = embedder.dim if embedder is not None else 0
@@ -82,7 +67,6 @@ class TextInput:
         self._pair_rows: dict[tuple[int, int], int] = {}
         self._pair_cache = torch.zeros(0, self.dim, device=device)
 
-    # ------------------------------------------------------------------ one observation
     def of_obs(self, obs: Mapping[str, Any]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(language, goal) ``[1, dim]`` of an observation (a joint pair is the language)."""
         if self.kind == "joint":
@@ -101,7 +85,6 @@ class TextInput:
         assert self.encoder is not None
         return torch.from_numpy(self.encoder.embed(inputs)).to(self.device)
 
-    # ------------------------------------------------------------------ replay batches
     def of_batch(self, batch: Any) -> TextTensors:
         """The embeddings of a batch's texts (ids ``text_obs``, ``goal`` and their next)."""
         if self.kind == "joint":
@@ -121,8 +104,7 @@ class TextInput:
         return TextTensors(language, next_language, goal, next_goal)
 
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """Embeddings ``[*ids.shape, dim]`` of string-table ids; each id is looked up in the
-        string table and embedded once, then served from an id-indexed tensor."""
+        """Embeddings ``[*ids.shape, dim]`` of string-table ids, each encoded once."""
         if self.embedder is None or self.strings is None:
             raise ValueError("text inputs need embedder=... and strings=... (the replay's string "
                              "table) when instantiating the agent")
@@ -147,8 +129,7 @@ class TextInput:
         return self._cache[to_device(flat, self.device)].reshape(*ids.shape, self.dim)
 
     def embed_id_pairs(self, state_ids: torch.Tensor, goal_ids: torch.Tensor) -> torch.Tensor:
-        """Joint embeddings ``[N, dim]`` of (language state, goal) string-id pairs, each pair
-        encoded once and then served from a pair-indexed tensor."""
+        """Joint embeddings ``[N, dim]`` of (language state, goal) id pairs, each encoded once."""
         if self.strings is None:
             raise ValueError("text inputs need strings=... (the replay's string table) when "
                              "instantiating the agent")
@@ -165,9 +146,8 @@ class TextInput:
             self._pair_cache[start:start + len(new)] = self._embed_pairs(texts)
             self._pair_rows.update((p, start + i) for i, p in enumerate(new))
         rows = torch.tensor([self._pair_rows[p] for p in pairs])
-        return self._pair_cache[to_device(rows, self.device)]  # no wait for known texts
+        return self._pair_cache[to_device(rows, self.device)]
 
-    # ------------------------------------------------------------------ actors
     def _embedding_cache(self) -> EmbeddingCache | None:
         """The cache this input's embeddings live in (None without text inputs)."""
         if self.kind is None:
@@ -188,8 +168,8 @@ class TextInput:
         return ShippedEmbeddings(self.reinit_seed, cache.take_new())
 
     def add_embeddings(self, shipped: ShippedEmbeddings) -> None:
-        """Learner: serve an actor's embeddings from the cache instead of encoding them again;
-        those of another transformer (a different seed) are dropped."""
+        """Learner: serve an actor's embeddings from the cache; another transformer's are dropped.
+        """
         cache = self._embedding_cache()
         if cache is not None and shipped.reinit_seed == self.reinit_seed:
             cache.remember(shipped.entries)
@@ -199,16 +179,13 @@ class TextInput:
         cache = self._embedding_cache()
         return (cache.encoded, cache.remembered) if cache is not None else (0, 0)
 
-    # ------------------------------------------------------------------ checkpoints
     def save_embeddings(self, path: Path) -> int | None:
-        """Write this input's embedding cache to ``path`` (:meth:`EmbeddingCache.save`); returns
-        the entries written, None without text inputs."""
+        """Write this input's embedding cache; the entries written, None without text inputs."""
         cache = self._embedding_cache()
         return None if cache is None else cache.save(path)
 
     def load_embeddings(self, path: Path) -> int:
-        """Add the entries a run saved to ``path``, if its encoder was this one
-        (:meth:`EmbeddingCache.load`); returns the entries added (0 without the file)."""
+        """Add the entries a run saved, if its encoder was this one; the entries added."""
         cache = self._embedding_cache()
         return cache.load(path) if cache is not None and Path(path).is_file() else 0
 
@@ -227,9 +204,7 @@ class TextInput:
 
 
 def text_seed(seed: int | None) -> int:
-    """Seed of the re-initialised text transformer: drawn from the run's seed (a fresh random
-    one without a seed), so each seed of a sweep has its own random transformer, as the
-    original's had."""
+    """Seed of the re-initialised text transformer, per run seed, as the original's was."""
     if seed is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
     return int(np.random.SeedSequence([int(seed), 3]).generate_state(1)[0])

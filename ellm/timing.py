@@ -67,11 +67,7 @@ class EverySeconds:
 
 
 class Progress:
-    """A tqdm bar on a terminal; elsewhere (a redirected log) one line every ``every_s`` seconds
-    of wall time, with frames per second and the time left. Either way the first stretch
-    measured gives a time estimate, logged once: a projection at the pace so far, which counts
-    the evaluations and the seed frames (below ``seed_frames``: random actions, no updates)
-    of that stretch."""
+    """A tqdm bar on a terminal, else a line every ``every_s`` seconds, and one time estimate."""
 
     def __init__(self, total: int, initial: int, enabled: bool, every_s: float,
                  seed_frames: int = 0, stream=None,
@@ -98,7 +94,7 @@ class Progress:
 
     def _report(self, now: float) -> None:
         first, t0 = self._first
-        pace = (self.frame - first) / max(now - t0, 1e-9)  # frames/s since this run started
+        pace = (self.frame - first) / max(now - t0, 1e-9)
         left = max(self.total - self.frame, 0) / max(pace, 1e-9)
         if not self._estimated:
             self._estimated = True

@@ -1,18 +1,7 @@
 """The training loop: one Workspace for pretraining, finetuning and guided exploration.
 
-Built from the Hydra config (see ``config.yaml``) for the method ``method`` names
-(:mod:`ellm.methods`) on the game ``env_spec.name`` names (:mod:`ellm.games`), it owns the
-rollout (env, goal source, per-step rewards: :mod:`ellm.rollout`), the replay storage and
-loader, the agent, the evaluator, the logger and the checkpoints:
-
-    seed frames (random actions) -> every step: one rollout step (act, env step, reward against
-    the previous state's goals, new goals), store -> one update every ``update_every_steps`` ->
-    every ``eval_every_frames``: evaluate and snapshot.
-
-One loop (:meth:`Workspace.train`) takes the steps of a collector (:mod:`ellm.collect`): this
-process's rollout, or with ``num_actors`` >= 2 the chunks the actor processes send
-(:mod:`ellm.actors`), counted one by one either way: same replay, same updates per frame, same
-evaluations (docs/scale.md).
+One loop takes the steps of a collector (this process's rollout, or the actors' chunks),
+counted one by one either way: same replay, same updates per frame, same evaluations.
 """
 
 from __future__ import annotations
@@ -52,8 +41,8 @@ log = logging.getLogger(__name__)
 
 
 def updates_due(frame: int, seed_frames: int, every: int, since: int = 0) -> int:
-    """Updates made by ``frame`` at one per ``every`` frames: one at each frame from
-    ``seed_frames`` (and ``since``) on that is a multiple of ``every``."""
+    """Updates made by ``frame`` at one per ``every`` frames from ``seed_frames`` (and ``since``).
+    """
     start = max(seed_frames, since, 1)
     return max(0, frame // every - (start - 1) // every)
 
@@ -65,10 +54,10 @@ class Workspace:
         self.spec = validate(cfg)
         self.cfg, self.game, self.method = cfg, self.spec.game, self.spec.method
         self.device = self.spec.device
-        self.num_actors = int(cfg.num_actors)  # >= 2: actor processes collect (ellm.actors)
+        self.num_actors = int(cfg.num_actors)
         resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
-        self.paper = self.game.paper_setting(cfg)  # docs/fidelity.md
+        self.paper = self.game.paper_setting(cfg)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(resolve_threads(cfg.torch_threads))
@@ -76,21 +65,19 @@ class Workspace:
                  self.method.name, cfg.env_spec.name, self.device, cfg.device,
                  torch.get_num_threads(), self.run_dir)
         seed_everything(cfg.seed)
-        # A resumed run drops the episodes a killed run logged after its snapshot.
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
         # The LM budget is the run's: the dollars its earlier parts spent are not spent again.
-        # lm.csv's counters go on from what the earlier parts counted.
         earlier = snapshot[1] if snapshot is not None and resuming else {}
         self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
         self._build_rollouts(keep)
         self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
         self.frame = self.episode = 0
-        # train_after_reward / decay_after_reward wait, as the original, until the rewards
-        # summed over the run reach 1 (first_reward_frame is when they did).
+        # train_after_reward / decay_after_reward wait, as the original, for the summed rewards to
+        # reach 1.
         self.cumulative_reward = 0.0
         self.first_reward_frame: int | None = None
-        self.actor_env_episodes: list[int] = []  # each actor's env resets (resumed runs)
+        self.actor_env_episodes: list[int] = []
         if snapshot is not None and resuming:
             self._restore(*snapshot)
         elif snapshot is not None:
@@ -110,12 +97,9 @@ class Workspace:
                           before=earlier.get("lm_metrics"), spent_before=self.lm_spent_before)
 
     def _build_rollouts(self, keep_until: int | None) -> None:
-        """The training rollout (none when actors collect) and the evaluator's, each with its
-        own env and goal source; the evaluator scores only the game's goal reward (its
-        intrinsic return)."""
+        """The training rollout (none when actors collect) and the evaluator's."""
         cfg, game = self.cfg, self.game
-        # Every process (the actors and this one) holds a share of the LM budget, of what the
-        # run's earlier parts left.
+        # Every process holds a share of the LM budget the run's earlier parts left.
         processes = self.num_actors + 1 if self.num_actors > 1 else 1
         if processes > 1 or self.lm_spent_before:
             cfg = lm_budget_share(cfg, processes, self.lm_spent_before)
@@ -123,7 +107,7 @@ class Workspace:
                               cfg.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
         self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
-        eval_env = game.make_env(cfg, cfg.seed + 1)  # the original seeds it with seed + 1
+        eval_env = game.make_env(cfg, cfg.seed + 1)
         eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
         self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
@@ -158,8 +142,6 @@ class Workspace:
 
     def record(self) -> dict[str, Any]:
         """What this run is: the resolved config without secrets, its method and game."""
-        # The config's own ``method`` key is the group's choice before the original's
-        # spellings are read: the record holds the method resolved from both.
         language = getattr(getattr(self.agent, "options", None), "language_input", None)
         resolved = {} if language is None else {"language_input": bool(language)}
         return {**self._config(), "method": self.method.name, "game": self.game.name,
@@ -178,18 +160,16 @@ class Workspace:
                 "embedder": self.embedder, "strings": self.strings, "seed": self.cfg.seed,
                 "paper": self.paper}
 
-    # ------------------------------------------------------------------ training
     def train(self) -> dict[str, float]:
-        """Train to ``num_train_frames``; returns the last evaluation's metrics. Evaluation
-        summaries and the run's wall time go to the log (console and ``train.log``)."""
+        """Train to ``num_train_frames``; returns the last evaluation's metrics."""
         cfg, timer, first_frame = self.cfg, Timer(), self.frame
         self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
                                  every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
         try:
             with logging_redirect_tqdm(), self._collector() as collector:
-                self._loop(collector)  # log lines print above the progress bar
+                self._loop(collector)
             self.progress.close()
-        finally:  # also on Ctrl-C or an actor's failure: the LM's last counts, files closed
+        finally:
             drained = self.lm.close()
             if drained:
                 self.logger.log(drained, self.frame)
@@ -220,8 +200,7 @@ class Workspace:
                  encoded, shipped)
 
     def _loop(self, collector: Collector) -> None:
-        """Each collected step stored and counted, then the updates due by its frame made, its
-        episode logged if it ended, an evaluation if one is due."""
+        """Store and count each collected step, make the updates due, log and evaluate when due."""
         if self.frame == 0 < self.cfg.num_train_frames:
             self._evaluate()  # the untrained agent, as the original evaluates at step 0
         for source, start in collector.begin():
@@ -235,8 +214,8 @@ class Workspace:
             self.storage.add(got.row, got.source)
             self._count_frame(got.row.reward)
             self._start_decay_on_first_reward()
-            # Updates that fall due before the replay holds an episode are made once it does
-            # (possible with actors), so that every run keeps the configured ratio.
+            # Updates due before the replay holds an episode are made once it does (possible with
+            # actors), so every run keeps the configured ratio.
             while done < self._updates_due() and self.storage.num_episodes:
                 self._update(window)
                 done += 1
@@ -267,16 +246,14 @@ class Workspace:
         self.progress.update(self.frame)
 
     def _start_decay_on_first_reward(self) -> None:
-        """train_after_reward / decay_after_reward: their schedules start at the frame the
-        run's summed rewards reach 1."""
+        """train_after_reward / decay_after_reward start at the frame the summed rewards reach 1."""
         if self.first_reward_frame is None and self.cumulative_reward >= 1:
             self.first_reward_frame = self.frame
             if self.agent.start_epsilon_decay(self.frame):
                 log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
 
     def _updates_due(self) -> int:
-        """Updates the configured ratio asks for by this frame (with train_after_reward,
-        from the first reward on)."""
+        """Updates the configured ratio asks for by this frame."""
         cfg = self.cfg
         if not self.method.learns or (cfg.train_after_reward and self.first_reward_frame is None):
             return 0
@@ -293,8 +270,7 @@ class Workspace:
                 window.updates[key].append(value)
 
     def _log_episode(self, end: EpisodeEnd, window: LogWindow) -> None:
-        """A training row: the episode, with the frames/s since the last row and the loop's
-        sections' share of that time beside the collector's own."""
+        """A training row: the episode, frames/s and each section's share of the time."""
         self.episode += 1
         end = replace(end, fps=(self.frame - window.frame) / window.timer.elapsed(),
                       times={**end.times, **window.timer.fractions()})
@@ -309,7 +285,7 @@ class Workspace:
             "train/fps": end.fps,
             "train/epsilon": self.agent.epsilon(self.frame),
             "train/buffer_size": self.storage.num_transitions,
-            "train/updates": self.agent.num_updates,  # gradient updates so far, cumulative
+            "train/updates": self.agent.num_updates,
             **{f"train/{k}": summary[k] for k in DIAGNOSTICS},
             **{f"reward/{k}": summary[k] for k in end.reward_metrics},
             **self.game.episode_metrics(stats),
@@ -330,8 +306,8 @@ class Workspace:
 
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.frame)
-        if self.frame >= self.cfg.num_train_frames:  # the run's last row and snapshot count
-            self.lm.close()  # the answers to the requests still in flight
+        if self.frame >= self.cfg.num_train_frames:
+            self.lm.close()
         self.logger.log({**metrics, **self.lm.log_now()}, self.frame)
         if metrics:
             self.last_eval = metrics
@@ -339,7 +315,6 @@ class Workspace:
         if self.cfg.save_snapshot:
             self.save_snapshot()
 
-    # ------------------------------------------------------------------ snapshots
     def _seeded_envs(self) -> dict[str, Any]:
         """The envs whose worlds follow (seed, episode number), e.g. Crafter's."""
         envs = {"train": self.env, "eval": self.evaluator.env}
@@ -360,7 +335,7 @@ class Workspace:
             "lm_metrics": self.lm.counts(),
         }
         text = getattr(self.agent, "text", None)
-        if self.cfg.save_buffer and text is not None:  # the replay is kept: so are its texts'
+        if self.cfg.save_buffer and text is not None:
             text.save_embeddings(self.run_dir / checkpoint.EMBEDDINGS_NAME)
         return checkpoint.save(self.run_dir / checkpoint.SNAPSHOT_NAME, self.agent.state_dict(), meta)
 
@@ -383,7 +358,7 @@ class Workspace:
         text = getattr(self.agent, "text", None)
         saved = checkpoint.resolve(self.cfg.snapshot_path, "snapshot_path").with_name(
             checkpoint.EMBEDDINGS_NAME)
-        if text is not None and saved.is_file():  # after the state: it sets the encoder's seed
+        if text is not None and saved.is_file():
             log.info("text embeddings: %d taken from %s", text.load_embeddings(saved), saved)
 
 

@@ -16,7 +16,7 @@ from ellm.replay import EpisodeStart, Row
 from ellm.rollout import Rollout, Step
 from ellm.text_input import ShippedEmbeddings
 
-CHUNK_STEPS: Final = 64  # steps per chunk at most (an episode's end closes one sooner)
+CHUNK_STEPS: Final = 64
 
 
 @dataclass

@@ -1,6 +1,4 @@
-"""The main process's side of the actors: start them, take their chunks, notice their faults,
-stop them (whatever ended the run).
-"""
+"""The main process's side of the actors: start them, take their chunks, stop them."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ from ellm.lm.watch import signal_name
 
 log = logging.getLogger(__name__)
 
-JOIN_TIMEOUT_S = 30.0  # an actor's time to stop (it may be in an env step or an LM request)
+JOIN_TIMEOUT_S = 30.0
 
 
 class ActorFailed(RuntimeError):
@@ -32,9 +30,7 @@ class ActorFailed(RuntimeError):
 
 
 def actor_seed(seed: int, index: int, *more: int) -> int:
-    """Actor ``index``'s env seed, so actors and sweep runs have worlds of their own; with ``more``
-    (the frame a run restarts at) its action seed, new on each resumption.
-    """
+    """Actor ``index``'s env seed (worlds of its own); with ``more``, a new action seed."""
     return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
 
 
@@ -89,13 +85,10 @@ class ActorPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Stop every actor; one still being built would see the stop event only once built, so it
-        is
-        terminated at once.
-        """
+        """Stop every actor; one still being built is terminated at once."""
         self.shared.stop.set()
         for index, process in enumerate(self.processes):
-            with self.shared.handover:  # dead before it could take the handover lock itself
+            with self.shared.handover:
                 if self.shared.state[index] == STARTING and process.is_alive():
                     log.info("actor %d (pid %d) was still starting: terminated", index,
                              process.pid)

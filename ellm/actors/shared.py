@@ -1,7 +1,4 @@
-"""What the main process and the actors share: the policy's weights and a few counters.
-
-No pickle crosses per step: weights are overwritten in place under a version number.
-"""
+"""The policy's weights (overwritten in place, versioned) and counters the actors share."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from typing import Any
 
 import torch
 
-# An actor's state: being built, acting, or ending by itself.
 STARTING, RUNNING, ENDING = 0, 1, 2
 
 
@@ -65,8 +61,7 @@ class Shared:
                                         lock=False)
         self.taken = context.Array("q", num_actors, lock=False)
         self.state = context.Array("b", num_actors, lock=False)
-        # Held by an actor leaving STARTING, and by the pool while it terminates a STARTING
-        # actor (until it is dead): no actor is killed mid-handover, or after it.
+        # Held while leaving STARTING and while terminating a STARTING actor: no kill mid-handover.
         self.handover = context.Lock()
         self.stop = context.Event()
 

@@ -71,9 +71,7 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
 
 
 def _exit(pipe: Connection, code: int) -> None:
-    """End the process without the interpreter's teardown of torch, which holds up the run's stop
-    (docs/scale.md).
-    """
+    """End without the interpreter's slow teardown of torch (docs/scale.md)."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -97,7 +95,7 @@ class Actor:
 
     def __init__(self, spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection):
         self.spec, self.policy, self.shared, self.pipe = spec, policy, shared, pipe
-        torch.set_num_threads(1)  # one core's worth: the learner and the other actors share
+        torch.set_num_threads(1)
         cfg = OmegaConf.create(spec.config)
         game, method = find_game(cfg.env_spec.name), spec.method
         seed_everything(spec.seed)

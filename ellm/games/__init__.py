@@ -1,8 +1,7 @@
 """Games the training loop runs on, found once by ``env_spec.name``.
 
-A game is one module implementing :class:`Game`; the workspace, evaluator, config checks and
-report never ask which game they run. Adding one is a module plus a line in :data:`GAMES`
-(docs/games.md shows a short example).
+The loop never asks which game it runs: adding one is a module plus a line in GAMES
+(docs/games.md).
 """
 
 from __future__ import annotations
@@ -24,19 +23,17 @@ from ellm.reward import StepReward
 class Game(Protocol):
     """What the training loop needs from a game (what the report shows is its ``report``)."""
 
-    name: str  # recorded as ``game`` in config.json and snapshots
-    env_ids: tuple[str, ...]  # the ``env_spec.name`` values it answers to
-    headline: tuple[str, str]  # (eval metric, its label) shown beside the progress bar
-    report: GameReport  # how the report presents its runs
-    stats_writer: Callable[..., Any]  # writes its episodes (Crafter's stats.jsonl format)
+    name: str
+    env_ids: tuple[str, ...]
+    headline: tuple[str, str]
+    report: GameReport
+    stats_writer: Callable[..., Any]
 
     def validate(self, cfg: DictConfig) -> None:
         """Raise :class:`ConfigError` naming the key for any of its settings that cannot work."""
 
     def make_env(self, cfg: DictConfig, seed: int) -> gym.Env:
-        """An environment whose obs carry ``image`` and ``text_obs`` and whose infos carry
-        ``discount``, ``effective_success`` (did the action do anything) and, at an episode's
-        end, ``episode_stats`` (Crafter's format)."""
+        """An env whose infos carry ``discount``, ``effective_success`` and ``episode_stats``."""
 
     def extrinsic(self, cfg: DictConfig) -> bool:
         """True when ``env_spec.name`` is the spelling of the extrinsic baseline."""
@@ -49,8 +46,7 @@ class Game(Protocol):
 
     def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
-        """A goal source and the per-step rewards on it (ELLM's goal reward when
-        ``goal_reward``); a new pair for each rollout."""
+        """A goal source and the per-step rewards on it; a new pair for each rollout."""
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         """Every goal the Novelty baseline suggests."""
@@ -72,8 +68,8 @@ class Game(Protocol):
         """Did the step of ``info`` achieve ``goal``?"""
 
     def covered(self, info: Mapping[str, Any]) -> tuple[Hashable, ...]:
-        """What of the world the step of ``info`` reached, for the ``coverage`` column: the
-        distinct keys over an episode are how much of it the agent explored."""
+        """What of the world the step of ``info`` reached (distinct keys: the ``coverage`` column).
+        """
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         """An evaluation's headline numbers in words, for the end of a run."""
@@ -84,8 +80,7 @@ class Game(Protocol):
 
 @runtime_checkable
 class EpisodeCounted(Protocol):
-    """An env whose worlds follow (seed, episode number). Snapshots store the count, so a resumed
-    run goes on to new worlds instead of replaying its first ones."""
+    """An env whose worlds follow (seed, episode number): a resumed run goes on to new worlds."""
 
     episode_count: int
 

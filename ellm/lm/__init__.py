@@ -54,9 +54,7 @@ def _cache_of(spec: LMSpec) -> AnswerCache | None:
 
 
 def check_cache(lm_spec: Mapping[str, Any] | LMSpec) -> None:
-    """Open the cache a client of ``lm_spec`` would use, so an unusable one stops a run before it
-    starts.
-    """
+    """Open the cache a client of ``lm_spec`` would use: an unusable one stops a run at start."""
     spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
     cache = _cache_of(spec)
     if cache is not None:
@@ -93,7 +91,7 @@ def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
     prompt = load_prompt(spec.prompt, spec.prompt_file)
     client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
     common["goal_vocabulary"] = goal_vocabulary
-    if spec.blocking or client.offline:  # dummy answers and cache replays never wait anyway
+    if spec.blocking or client.offline:
         return GPTLanguageModel(client, prompt, **common)
     log_once(logging.INFO, "non-blocking LM: cache misses are asked in the background (at "
              "most %d in flight per suggester); meanwhile a step gets the episode's last "

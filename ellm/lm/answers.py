@@ -135,7 +135,7 @@ def failure(error: Exception) -> str:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+    except (ValueError, RecursionError) as err:
         raise _Bad(f"the body is not JSON ({_show(body)}: {type(err).__name__})") from None
     if not isinstance(data, dict):
         raise _Bad(f"the body is {_show(data)}, not a JSON object")

@@ -28,7 +28,6 @@ WHERE: Final = "env_spec.lm_spec.cache_dir (or $ELLM_CACHE_DIR)"
 # A cache is a file a colleague may send: bound what a row may hold.
 MAX_ANSWER_CHARS: Final = 1_000_000
 MAX_TOKENS_COUNTED: Final = 10_000_000
-# Rows that no client writes: what the reader would fail on, or be misled by.
 _BAD_ROW: Final = (
     f"status NOT IN {STATUSES!r} OR typeof(text) != 'text' OR length(text) > {MAX_ANSWER_CHARS}"
     " OR (payload IS NOT NULL AND (typeof(payload) != 'text' OR NOT json_valid(payload)))"
@@ -96,9 +95,7 @@ def sampling_params(*, max_tokens: int, temperature: float, stop: Any = None,
 
 
 def make_key(kind: str, model: str, prompt: Any, params: dict[str, Any], *, scope: str) -> str:
-    """Stable hex key of a request to ``model`` at ``scope`` (independent of dict order and hash
-    seed).
-    """
+    """Stable hex key of a request to ``model`` at ``scope`` (no dict order or hash seed in it)."""
     blob = json.dumps([scope, kind, model, prompt, params], sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
@@ -149,9 +146,7 @@ class AnswerCache:
                 time.sleep(0.05)
 
     def _open(self) -> sqlite3.Connection:
-        """A connection in WAL mode with the schema in place; writing the version checks
-        writability.
-        """
+        """A connection in WAL mode with the schema; writing the version checks writability."""
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
         try:

@@ -1,7 +1,6 @@
 """The OpenAI-compatible client: cache first, then a budgeted, bounded-retry API call.
 
-The API key is kept privately only to mask it in error messages: never in a repr, a log, the
-cache or a config.
+The API key is kept only to mask it in errors: never in a repr, a log, the cache or a config.
 """
 
 from __future__ import annotations
@@ -171,9 +170,7 @@ class LMClient:
         return out
 
     def complete(self, prompt: Prompt, constraint: Constraint | None = None) -> str | None:
-        """The model's answer to ``prompt``; None when none could be had. A constrained answer comes
-        back in text form; one that breaks its constraint is counted and returned as it is.
-        """
+        """The model's answer to ``prompt``; None when no answer could be had."""
         self.count(queries=1)
         if self.spec.dummy_lm:
             return DUMMY_ANSWER
@@ -242,8 +239,7 @@ class LMClient:
         return read
 
     def request_key(self, prompt: Prompt, params: dict[str, Any]) -> str:
-        """The cache key of ``prompt`` with ``params`` (the endpoint is part of it unless
-        ``cache_scope=model``).
+        """The cache key of ``prompt`` with ``params`` (endpoint-scoped unless cache_scope=model).
         """
         return make_key(self.spec.endpoint, self.spec.lm, prompt, params, scope=self.scope)
 
@@ -275,10 +271,7 @@ class LMClient:
 
     def fetch(self, key: str, prompt: Prompt, params: dict[str, Any],
               stop: threading.Event | None = None) -> CachedAnswer | None:
-        """Ask the API, charge the usage and cache the answer under ``key``. An answer that breaks
-        the
-        protocol is charged the most it could have cost and not stored.
-        """
+        """Ask the API, charge the usage and cache the answer; a breach is charged the most."""
         body = self._call_with_retries(prompt, params, stop)
         if body is None:
             return None
@@ -309,9 +302,7 @@ class LMClient:
 
     def _call_with_retries(self, prompt: Prompt, params: dict[str, Any],
                            stop: threading.Event | None = None) -> bytes | None:
-        """One request with bounded retries and capped backoff; None when it still fails, and
-        LMConfigError on 401/403/404. Once ``stop`` is set no retry is made.
-        """
+        """One request with bounded retries and capped backoff; None when it still fails."""
         import openai
 
         attempts = self.spec.max_retries + 1
@@ -337,7 +328,7 @@ class LMClient:
                 error: Exception = err
             except (openai.APIConnectionError, RequestTimeout) as err:
                 error = err
-            except AnswerTooLarge as err:  # the same server would send it again: no retry
+            except AnswerTooLarge as err:
                 self._error(f"{err}; not used, not cached, not retried")
                 return None
             finally:
@@ -397,9 +388,7 @@ class LMClient:
                              body_limit(params["max_tokens"]))
 
     def _bounded(self, open_stream: Callable[[], Any], limit: int) -> bytes:
-        """A streamed body read in its own thread, so one deadline bounds the whole request however
-        slowly the server trickles; a body over ``limit`` is refused, never held whole.
-        """
+        """A streamed body read in its own thread, so one deadline bounds the whole request."""
         done, cancelled = threading.Event(), threading.Event()
         out: dict[str, Any] = {}
 

@@ -1,7 +1,4 @@
-"""`env_spec.lm_spec` validated into a typed spec (every key in docs/lm.md).
-
-The API key is not part of the spec, so a spec can be printed, logged or saved safely.
-"""
+"""`env_spec.lm_spec` validated into a typed spec that holds no secret (keys in docs/lm.md)."""
 
 from __future__ import annotations
 
@@ -223,8 +220,7 @@ def redact_lm_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def api_url(base_url: str | None) -> str:
-    """The endpoint answers come from, spelled one way, without credentials: it keys caches and
-    budget ledgers.
+    """The endpoint answers come from, spelled one way, without credentials (keys caches, ledgers).
     """
     url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
     try:

@@ -1,8 +1,4 @@
-"""What an answer must be (``env_spec.lm_spec.constrained``; docs/lm.md).
-
-A constraint renders as a JSON schema (OpenAI, vLLM) and a GBNF grammar (llama.cpp), and reads
-either form back into the text its query's parser reads.
-"""
+"""What an answer must be (``constrained``): a JSON schema and a GBNF grammar of one answer."""
 
 from __future__ import annotations
 
@@ -61,9 +57,7 @@ class Constraint:
         raise NotImplementedError
 
     def key(self) -> dict[str, Any]:
-        """Both renderings: answers to another constraint, or to none, are never served for this
-        one.
-        """
+        """Both renderings: another constraint's answers are never served for this one."""
         return {"name": self.name, "schema": self.schema(), "grammar": self.grammar()}
 
     def read(self, text: str) -> str | None:
@@ -166,9 +160,7 @@ class Setting(Constraint):
 
 @dataclass(frozen=True)
 class OptoPrimeAnswer(Constraint):
-    """OptoPrime's answer; reasoning and answer are capped so a small model cannot spend its whole
-    token budget before the suggestion.
-    """
+    """OptoPrime's answer, reasoning capped so a small model reaches the suggestion."""
 
     variables: tuple[str, ...] = ()
     prefix: str = ""

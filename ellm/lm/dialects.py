@@ -1,8 +1,4 @@
-"""How each kind of server is asked for a constrained answer, and which kind a server is.
-
-``constrained=auto`` turns constraints on only where the server is known to support them
-(OpenAI's structured outputs, vLLM, llama.cpp); docs/lm.md lists each dialect's fields.
-"""
+"""How each kind of server is asked for a constrained answer, and which kind a server is."""
 
 from __future__ import annotations
 
@@ -44,9 +40,7 @@ def is_reasoning_model(model: str) -> bool:
 
 def sampling_fields(model: str, chat: bool, max_tokens: int, temperature: float,
                     stop: Any) -> dict[str, Any]:
-    """Sampling kwargs for ``model``: a reasoning model's chat request takes only
-    ``max_completion_tokens``.
-    """
+    """Sampling kwargs for ``model``: a reasoning model takes only ``max_completion_tokens``."""
     if chat and is_reasoning_model(model):
         return {"max_completion_tokens": max_tokens}
     fields: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}

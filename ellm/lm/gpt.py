@@ -15,10 +15,7 @@ MAX_CONSTRAINED_GOALS: Final = 8
 
 
 class GPTLanguageModel:
-    """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines.
-
-    Free-text goals that name no action simply never match a caption; a failure gives no goals.
-    """
+    """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines."""
 
     uses_success_gate = True
 

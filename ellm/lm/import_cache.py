@@ -1,7 +1,6 @@
 """Import the original ELLM answer cache into ours: ``python -m ellm.lm.import_cache FILE.pkl``.
 
-Its entries become completions answers, so a matching run replays the paper's suggestions. The
-pickle is read as data, never unpickled: unpickling runs the author's code.
+The pickle is read as data, never unpickled: unpickling runs the author's code.
 """
 
 from __future__ import annotations

@@ -28,9 +28,7 @@ FALLBACK_WARN_SHARE = 0.10
 
 
 def fallback_warning(counts: Mapping[str, float]) -> str | None:
-    """What to change when over :data:`FALLBACK_WARN_SHARE` of queries got fallback goals, else
-    None.
-    """
+    """What to change when too many queries got fallback goals, else None."""
     queries, fallback = counts.get("queries", 0.0), counts.get("fallback_steps", 0.0)
     if not queries or fallback / queries <= FALLBACK_WARN_SHARE:
         return None
@@ -97,9 +95,7 @@ class NonBlockingLanguageModel(GPTLanguageModel):
                 "in_flight": float(self.in_flight), "pool_full": float(self.pool_full)}
 
     def close(self) -> None:
-        """Let requests in flight finish their current attempt (no retry), so each is cached or
-        counted;
-        then stop the pool. Idempotent.
+        """Let requests in flight finish their attempt (no retry), then stop the pool. Idempotent.
         """
         if self._pool is None:
             return
@@ -116,9 +112,7 @@ class NonBlockingLanguageModel(GPTLanguageModel):
         self._pending.clear()
 
     def _send(self, key: str, request: Prompt, params: dict[str, Any]) -> None:
-        """Ask ``request`` in the background unless under way already, out of budget or the pool is
-        full.
-        """
+        """Ask ``request`` in the background unless under way, out of budget or the pool is full."""
         slot = (self.client.spec.base_url or "openai", key)
         if key in self._pending or slot in _IN_FLIGHT:
             return

@@ -106,7 +106,7 @@ def check_retired_model(spec: LMSpec, cache: AnswerCache | None, scope: str,
     if spec.lm not in RETIRED_MODELS or spec.dummy_lm or cache_only:
         return cache_only
     if not is_openai_endpoint(spec.base_url):
-        return False  # a server of its own may serve any name: see adopt_served_model
+        return False
     if cache is not None and cache.has_model(spec.lm, scope):
         log.warning("%s is retired by OpenAI: replaying its cached answers only "
                     "(cache_only=true); states not in the cache get no goals", spec.lm)

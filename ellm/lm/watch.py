@@ -1,6 +1,4 @@
-"""A watched child process that holds a model: a crash is reported by name instead of leaving a
-dead server.
-"""
+"""A watched child process that holds a model: a crash is reported by name."""
 
 from __future__ import annotations
 
@@ -35,9 +33,7 @@ def signal_name(number: int) -> str:
 def supervise(target: Callable[..., None], args: tuple[Any, ...], *, url: str,
               hint: str | Callable[[bool], str] = "",
               on_ready: Callable[[int, str], None] = lambda pid, status: None) -> int:
-    """Run ``target(*args, ready)`` in a spawned child and watch it: 0 on SIGINT/SIGTERM, else
-    report what killed it and return 1.
-    """
+    """Run ``target(*args, ready)`` in a spawned child; 0 on SIGINT/SIGTERM, else 1."""
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=target, args=(*args, send), name="ellm-lm-model")

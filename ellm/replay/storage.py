@@ -1,9 +1,7 @@
 """Episode files: the on-disk format, atomic writes, and the main-process ReplayStorage.
 
-An episode of T steps is one ``{index:06d}_{T}.npz`` of T + 1 entries: entry 0 is the reset,
-entry t holds obs_t, the action a_t taken in obs_{t-1}, r_t and d_t (0 iff it terminated at t),
-with one grayscale frame per step; ``game_reward`` beside ``reward`` lets intrinsic runs log
-the game's return.
+An episode of T steps is one ``{index:06d}_{T}.npz`` of T + 1 entries (0: the reset; t: obs_t,
+a_t, r_t, d_t = 0 iff it terminated at t), one grayscale frame per step.
 """
 
 from __future__ import annotations
@@ -106,9 +104,7 @@ def load_episode(path: Path) -> dict[str, np.ndarray]:
 
 
 class ReplayStorage:
-    """Main process: collects the open episodes (one per actor) and writes each as one file when
-    it ends; an episode still open when the run stops is never written.
-    """
+    """Main process: writes each episode when it ends; one open when the run stops is dropped."""
 
     def __init__(self, replay_dir: Path, strings: StringTable) -> None:
         self.replay_dir = Path(replay_dir)

@@ -31,7 +31,7 @@ class StringTable:
                 s = json.loads(line)
             except ValueError as e:
                 raise ValueError(f"{self.path}:{lineno}: corrupt string table line {line!r}") from e
-            if not isinstance(s, str):  # a corrupt file (a data error), not a caller's type
+            if not isinstance(s, str):
                 raise ValueError(  # noqa: TRY004
                     f"{self.path}:{lineno}: expected a JSON string, got {line!r}")
             self._ids.setdefault(s, len(self._strings))

@@ -17,11 +17,8 @@ def text_state(obs: Mapping[str, Any], info: Mapping[str, Any]) -> TextState:
 
 
 class CrafterGoalReward:
-    """ELLM's goal reward (a :class:`ellm.reward.StepReward`): :class:`ellm.reward.GoalReward`
-    of the step's transition caption against the goals the agent was shown. The env writes a
-    transition caption only when the success gate passes (v1: plausible, v2: effective); the
-    Novelty baseline's suggester and ``check_ac_success=False`` read the executed action's name
-    instead. A matched goal is passed to the goal source, which retires it for the episode."""
+    """ELLM's goal reward: the transition caption (written only past the success gate) vs the goals.
+    """
 
     name = "goal"
     per_step = True

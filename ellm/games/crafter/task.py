@@ -1,11 +1,7 @@
 """A single finetuning task on Crafter (``env_spec.single_task``; ELLM.md §4).
 
-:class:`SingleTaskReward`: the goal shown is the task; the reward is 1 when the executed action
-is the task (or its synonym) and was effective. With ``single_goal_hierarchical`` the goal
-shown walks the task's prerequisite chain (:data:`TASK_CHAINS`, game data of
-:mod:`text_crafter.tasks`); ``True`` pays every subtask, ``"reward_last"`` only the task itself.
-:class:`TaskGoals` shows the task's current goal and :class:`TaskReward` pays it: the two
-plug-ins of a run (goal source and per-step reward) around one :class:`SingleTaskReward`.
+The reward is 1 when the executed action is the task (or its synonym) and was effective; with
+``single_goal_hierarchical`` the goal walks the task's prerequisite chain.
 """
 
 from __future__ import annotations
@@ -20,17 +16,15 @@ from text_crafter.tasks import CUSTOM_TASK_CHAINS, CUSTOM_TASKS, SINGLE_TASKS, T
 __all__ = ["CUSTOM_TASKS", "CUSTOM_TASK_CHAINS", "SINGLE_TASKS", "SURVIVAL_REWARD", "TASK_CHAINS",
            "SingleTaskReward", "TaskGoals", "TaskReward"]
 
-SURVIVAL_REWARD = 0.05  # paid every step of "survival", whatever the agent does
-# Neighbours that count for "plant row" and "make workshop": the original skipped the offsets
-# with dx == dy (the cell itself and one diagonal), so the other diagonal counts.
+SURVIVAL_REWARD = 0.05
+# The original skipped offsets with dx == dy, so one diagonal counts and the other not.
 _ROW_OFFSETS = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx != dy)
 
 HIERARCHICAL_MODES = (False, True, "reward_last")
 
 
 class SingleTaskReward:
-    """Reward 1 for effectively executing the task (or the current subtask of its chain); the
-    custom tasks are paid as the original paid them (:meth:`_custom`)."""
+    """Reward 1 for effectively executing the task (or the current subtask of its chain)."""
 
     def __init__(self, task: str, hierarchical: bool | str = False):
         if hierarchical not in HIERARCHICAL_MODES:
@@ -46,7 +40,7 @@ class SingleTaskReward:
         self._index = 0
         self._trees_chopped = 0
         self._drank_water = False
-        self.completed = False  # the whole task (its chain's last step) done this episode
+        self.completed = False
 
     @property
     def goal(self) -> str:

@@ -1,22 +1,4 @@
-"""ELLM on Housekeep (HOUSEKEEP.md §1): closed yes/no LM questions, goals, reward, LM accuracy.
-
-The game (:mod:`text_housekeep`) describes each state with a
-:class:`~text_housekeep.env.HousekeepView`; this module is the method on top of it:
-
-- Questions: for an object ``o`` and a receptacle ``r``, "Should you store a <o> in/on the <r>:"
-  after a three-example yes/no prefix (:func:`yes_no_prompt`). Answered by an :class:`Answerer`:
-  the LM's yes/no mode (P(yes) > ``prob_threshold``, ``GPTLanguageModel``), the episode's
-  ground truth (``SimpleOracle``), or not at all (``BaselineModel`` suggests every pair).
-- Goals (:class:`HousekeepSuggester`): holding ``o``, "o in r" for every *seen* receptacle ``r``
-  answered yes; empty-handed, "pick o" for every *visible* object whose current receptacle is
-  answered no. A goal achieved this episode is dropped (novelty); after a suggested place the
-  object counts as done and gets no more goals.
-- Reward (:class:`HousekeepGoalReward` with the table :class:`HousekeepReward`): exact match of the step's transition caption with the
-  previous step's goals: suggested pick or place +2.5, unsuggested pick or place -0.25, failed
-  grab/release -0.2, anything else 0 (the replay clips to [-1, 1]).
-- LM accuracy: every (object, receptacle) pair the LM answered is compared with the episode's
-  ground truth (:func:`answer_metrics`).
-"""
+"""ELLM on Housekeep (HOUSEKEEP.md §1): closed yes/no LM questions, goals, reward, LM accuracy."""
 
 from __future__ import annotations
 
@@ -63,7 +45,7 @@ class GroundTruthAnswers:
         self._asked: set[tuple[int, int]] = set()
 
     def answer(self, view: HousekeepView, obj: int, rec: int) -> bool:
-        if (obj, rec) not in self._asked:  # queries = distinct questions, as with the LM
+        if (obj, rec) not in self._asked:
             self._asked.add((obj, rec))
             self.counters.queries += 1
         return view.is_correct(obj, rec)
@@ -73,8 +55,7 @@ class GroundTruthAnswers:
 
 
 class LMAnswers:
-    """The LM's yes/no mode (``GPTLanguageModel``), asked once per distinct question per run:
-    the answer is a deterministic function of the prompt (cached on disk by the client too)."""
+    """The LM's yes/no mode, asked once per distinct question per run (a deterministic answer)."""
 
     def __init__(self, client: LMClient) -> None:
         self.client = client
@@ -84,7 +65,7 @@ class LMAnswers:
         prompt = yes_no_prompt(view.object_names[obj], view.receptacle_names[rec])
         if prompt not in self._memo:
             answer = self.client.is_yes(prompt)
-            if answer is None:  # error, spent budget or no logprobs: counted by the client
+            if answer is None:
                 return None
             self._memo[prompt] = answer
         return self._memo[prompt]
@@ -102,16 +83,14 @@ class AnswerRecord:
 
 
 class HousekeepSuggester:
-    """Goals for a Housekeep state (see the module docstring). ``answerer=None`` is the
-    Novelty baseline (every pair suggested, nothing answered)."""
+    """Goals for a Housekeep state; ``answerer=None`` is the Novelty baseline (every pair)."""
 
     uses_success_gate = True
 
     def __init__(self, answerer: Answerer | None, *, novelty_bonus: bool = True,
                  max_num_goals: int | None = None, per_class: bool = False) -> None:
         self.answerer = answerer
-        # per_class: a correct placement retires every object of its class (the original's
-        # novelty, keyed by the name the LM reads); else only that object.
+        # per_class: a correct placement retires its whole class (the original's novelty).
         self.per_class = per_class
         self.novelty_bonus = novelty_bonus
         self.max_num_goals = max_num_goals
@@ -143,8 +122,8 @@ class HousekeepSuggester:
             self._achieved.add(goal)
 
     def mark_object_done(self, view: HousekeepView, obj: int) -> None:
-        """A suggested place put ``obj`` away: no more goals about it (or its class) this
-        episode."""
+        """A suggested place put ``obj`` away: no more goals about it (or its class) this episode.
+        """
         if self.novelty_bonus:
             self._done_objects.add(self._key(view, obj))
 
@@ -160,8 +139,7 @@ class HousekeepSuggester:
         """Nothing to release: every yes/no query is answered before it returns."""
 
     def _ask(self, view: HousekeepView, obj: int, rec: int) -> bool | None:
-        """The answer for (obj, rec): True/False, None when unanswered; the baseline says yes to
-        place and no to keep (every pair becomes a goal)."""
+        """The answer for (obj, rec), None when unanswered; the baseline makes every pair a goal."""
         if self.answerer is None:
             return view.held is not None
         answer = self.answerer.answer(view, obj, rec)
@@ -171,9 +149,7 @@ class HousekeepSuggester:
 
 
 def answer_metrics(records: Sequence[Mapping[tuple[int, int], AnswerRecord]]) -> dict[str, float]:
-    """The LM's answers against the ground truth over the distinct pairs in ``records``:
-    ``lm_pairs`` answered, ``lm_accuracy``, ``lm_precision`` (of its yes answers) and
-    ``lm_recall`` (of the correct pairs it was asked about); NaN when undefined."""
+    """The LM's answers against the ground truth over the distinct pairs in ``records``."""
     merged: dict[tuple[int, int], AnswerRecord] = {}
     for record in records:
         merged.update(record)
@@ -207,8 +183,7 @@ class HousekeepReward:
 
 
 class HousekeepGoals:
-    """Housekeep's goal source: the suggester's (object, receptacle) placements for the state
-    in ``info["view"]``."""
+    """Housekeep's goal source: the suggester's placements for ``info["view"]``."""
 
     def __init__(self, suggester: HousekeepSuggester):
         self.suggester = suggester
@@ -240,9 +215,7 @@ class HousekeepGoals:
 
 
 class HousekeepGoalReward:
-    """ELLM's reward on Housekeep (a :class:`ellm.reward.StepReward`): the table of
-    :class:`HousekeepReward` against the goals the agent was shown, with the novelty
-    bookkeeping of HOUSEKEEP.md §1 done by the goal source."""
+    """ELLM's reward on Housekeep: the table of HousekeepReward against the goals shown."""
 
     name = "goal"
     per_step = True
@@ -251,8 +224,7 @@ class HousekeepGoalReward:
                  paper_setting: bool = False):
         self.goals = goals
         self.table = reward or HousekeepReward()
-        # paper_setting: as the original, a suggested pick pays only the first time that object
-        # is picked (0 after) and does not retire the goal; only a correct placement does.
+        # paper_setting: as the original, a suggested pick pays only once and retires no goal.
         self.paper_setting = paper_setting
         self.matches = 0
         self._picked: set[int] = set()
@@ -285,9 +257,7 @@ class HousekeepGoalReward:
 
 def build_housekeep_suggester(lm_spec: Mapping[str, Any], *,
                               per_class: bool = False) -> HousekeepSuggester:
-    """The suggester named by ``lm_spec["lm_class"]`` (aliases such as ``SimpleOracleHousekeep``
-    accepted): ``SimpleOracle`` answers from the ground truth, ``GPTLanguageModel`` asks the LM
-    in yes/no mode (``ellm.lm.build_client``), ``BaselineModel`` suggests every pair."""
+    """The suggester named by ``lm_spec["lm_class"]`` (aliases accepted)."""
     spec = parse_lm_spec(lm_spec)
     answerer: Answerer | None
     if spec.lm_class == "SimpleOracle":
