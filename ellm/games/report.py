@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from text_crafter import load_stats as load_episodes  # every game logs Crafter's stats format
+
+__all__ = ["GameReport", "load_episodes"]
 
 
 @dataclass(frozen=True)
@@ -11,6 +17,14 @@ class GameReport:
 
     name: str  # the ``game`` a run records
     label: str = ""  # put before method names ("Housekeep: ELLM-oracle"); "" for none
-    scores_achievements: bool = False  # episodes carry Crafter's achievements: score, success rates
     progress_metric: tuple[str, str] | None = None  # (logged metric, figure title) per method
     table_metrics: tuple[str, ...] = ()  # its logged evaluation metrics tabled per method
+    # Episodes carry achievements: their names, each one's success rate over episodes, and the
+    # game's score of those rates (Crafter's).
+    achievements: tuple[str, ...] = ()
+    success_rates: Callable[[Sequence[Mapping[str, Any]]], dict[str, float]] | None = None
+    score: Callable[[Mapping[str, float]], float] | None = None
+
+    @property
+    def scores_achievements(self) -> bool:
+        return bool(self.achievements)

@@ -49,9 +49,8 @@ from ellm_tools.report.aggregate import (
     train_achievements,
 )
 from ellm_tools.report.figures import bar_figure, line_figure
-from ellm_tools.report.runs import NotARunDir, Run, load_runs, method_name
+from ellm_tools.report.runs import SCORED, NotARunDir, Run, load_runs, method_name
 from ellm_tools.report.summary import evals_label, render
-from text_crafter import ACHIEVEMENTS
 
 __all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]
 
@@ -166,7 +165,7 @@ def _rate_figures(report: Report) -> None:
             what = (evals_label(report.last_evals) if kind == "eval"
                     else "all training episodes")
             report.figures[f"success_rates_{kind}"] = bar_figure(
-                report.out / f"success_rates_{kind}.png", ACHIEVEMENTS, rates,
+                report.out / f"success_rates_{kind}.png", SCORED.achievements, rates,
                 f"Success rates ({what})", "success rate (%)", n_runs)
 
 

@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ellm_tools.report.runs import Run, cfg_get
-from text_crafter import ACHIEVEMENTS, crafter_score, success_rates
+from ellm_tools.report.runs import SCORED, Run, cfg_get
 
 Points = dict[int, float]  # frame -> value
 
@@ -158,15 +157,15 @@ def scores(runs: Sequence[Run], last_evals: int = 1) -> list[MethodScores]:
         ev = [(r, last_eval_episodes(r, last_evals)) for r in group]
         ev = [(r, eps) for r, eps in ev if eps]
         tr = [r for r in group if r.train_episodes]
-        eval_rates = [success_rates(eps) for _, eps in ev]
-        train_rates = [success_rates(r.train_episodes) for r in tr]
+        eval_rates = [SCORED.success_rates(eps) for _, eps in ev]
+        train_rates = [SCORED.success_rates(r.train_episodes) for r in tr]
         out.append(MethodScores(
             method=method, runs=[r.name for r in group], seeds=[r.seed for r in group],
             frames=[r.frames for r in group],
             eval_frames=[int(eps[-1]["frame"]) for _, eps in ev],
             eval_achievements=[float(np.mean([unlocked(ep) for ep in eps])) for _, eps in ev],
-            eval_score=[crafter_score(rates) for rates in eval_rates],
-            train_score=[crafter_score(rates) for rates in train_rates],
+            eval_score=[SCORED.score(rates) for rates in eval_rates],
+            train_score=[SCORED.score(rates) for rates in train_rates],
             eval_rates=_mean_rates(eval_rates), train_rates=_mean_rates(train_rates),
             eval_episodes=[len(eps) for _, eps in ev],
             train_episodes=[len(r.train_episodes) for r in tr],
@@ -178,7 +177,7 @@ def scores(runs: Sequence[Run], last_evals: int = 1) -> list[MethodScores]:
 def _mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
     if not rates:
         return {}
-    return {name: float(np.mean([r[name] for r in rates])) for name in ACHIEVEMENTS}
+    return {name: float(np.mean([r[name] for r in rates])) for name in SCORED.achievements}
 
 
 # ---------------------------------------------------------------------------------- LM usage

@@ -23,7 +23,7 @@ from typing import Any
 
 from ellm.errors import ConfigError
 from ellm.games import GAMES, GameReport, find_game, game_named
-from text_crafter import load_stats
+from ellm.games.report import load_episodes
 
 # Files any version of train.py writes into a run directory early on.
 RUN_MARKERS: tuple[str, ...] = ("config.json", "train.csv", "eval.csv", "snapshot.pt", "train.log",
@@ -66,6 +66,9 @@ METHOD_LABELS: dict[str, str] = {
     # Language-feedback runs (llm_in_the_loop.llf_run): a policy that plays, never trained.
     "scripted-policy": "Scripted policy (follows fp)", "random-policy": "Random policy (text)",
 }
+
+# The game whose achievements the report scores (Crafter's score and success rates).
+SCORED = next(g.report for g in GAMES if g.report.scores_achievements)
 
 
 class NotARunDir(ValueError):
@@ -381,7 +384,7 @@ def _episodes(path: Path) -> list[dict[str, float]]:
     (anything else in a line is dropped)."""
     return [{k: float(v) for k, v in ep.items()
              if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
-            for ep in load_stats(path) if isinstance(ep, dict)]
+            for ep in load_episodes(path) if isinstance(ep, dict)]
 
 
 def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = ()) -> list[Run]:

@@ -20,6 +20,7 @@ from ellm.lm import build_suggester
 from ellm.reward import GoalReward, StepReward
 from ellm.schema import one_of, parse, valid
 from text_crafter import (
+    ACHIEVEMENTS,
     ACTION_SPACES,
     EASIER_ACTIONS,
     ENV_SPECS,
@@ -52,7 +53,8 @@ class CrafterGame:
     name = "crafter"
     env_ids = tuple(ENV_SPECS)
     headline = ("eval/episode_reward", "achievements/episode")
-    report = GameReport("crafter", label="", scores_achievements=True)
+    report = GameReport("crafter", label="", achievements=tuple(ACHIEVEMENTS),
+                        success_rates=success_rates, score=crafter_score)
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
     def validate(self, cfg: DictConfig) -> None:
