@@ -90,3 +90,10 @@ def test_ruff_finds_nothing():
                           "--no-cache", str(ROOT)], capture_output=True, text=True, cwd=ROOT,
                          check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("module", sorted(str(p.relative_to(ROOT))
+                                          for p in (ROOT / TOOLS / "report").glob("*.py")))
+def test_the_report_reaches_games_only_through_their_plug_ins(module):
+    games = {m for m in imported_modules(ROOT / module) if m.split(".")[0] in GAMES}
+    assert not games, f"{module} imports {sorted(games)}: go through its ellm.games plug-in"
