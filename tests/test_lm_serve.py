@@ -268,7 +268,7 @@ def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(t
 
 
 def test_slots_benchmark_checks_its_arguments(capsys):
-    from ellm import bench
+    from ellm_tools import bench
 
     with pytest.raises(SystemExit) as exit_:
         bench.main(["--slots", "1"])
