@@ -35,7 +35,7 @@ def test_policy_search_runs_and_the_report(server, tmp_path):
     out = llm.stdout + llm.stderr
     assert "1/11 training episodes played (warm-up), best return so far " in out
     assert "4/11 training episodes played (proposal 1/8), best return so far " in out
-    assert "11/11 training episodes played (evaluation episode 2/2)" in out
+    assert "11/11 training episodes played (best setting: evaluation episode 2/2)" in out
     d = find_run(tmp_path, "LLM")
     config = json.loads((d / "config.json").read_text())
     assert (config["method"], config["game"], config["num_train_episodes"]) == (
