@@ -197,11 +197,10 @@ class MetaWorldTarget(SteppedTarget):
         self.horizon = self.length = horizon
         self._steps = 0
         self.env = PickPlace(substeps=substeps, seed=seed)
-        self.objective = (
-            "Change the code of controller so that the robot arm grasps the puck and places it "
-            f"at the goal position within {horizon} actions. The feedback reports rollouts of "
-            "your controller and, at some steps, where the scripted expert would have sent "
-            "the hand; each action moves the hand toward [x, y, z] for a short while.")
+        self.objective = _pick_place_objective(
+            horizon, "rollouts of your controller and, at some steps, where the scripted expert "
+            "would have sent the hand; each action moves the hand toward [x, y, z] for a short "
+            "while.")
 
     def reset(self, seed: int) -> Any:
         self._steps = 0
@@ -229,6 +228,12 @@ class MetaWorldTarget(SteppedTarget):
         self.env.close()
 
 
+def _pick_place_objective(horizon: int, feedback: str) -> str:
+    """The pick-and-place task in words, with what its feedback reports."""
+    return ("Change the code of controller so that the robot arm grasps the puck and places it "
+            f"at the goal position within {horizon} actions. The feedback reports {feedback}")
+
+
 class LLFMetaWorldTarget(SteppedTarget):
     """``llf-metaworld-pick-place-v2`` (:mod:`llm_in_the_loop.metaworld_llf`), the notebook's
     env; ``controller`` reads its observation decoded from JSON and the feedback comes from
@@ -242,11 +247,9 @@ class LLFMetaWorldTarget(SteppedTarget):
 
         self.length = horizon
         self.env = gym.make(ENV_ID, feedback_type=feedback_type, length=horizon)
-        self.objective = (
-            "Change the code of controller so that the robot arm grasps the puck and places it "
-            f"at the goal position within {horizon} actions. The feedback reports what your "
-            "controller did and what the environment said about it; each action moves the "
-            "hand toward [x, y, z] with a proportional controller.")
+        self.objective = _pick_place_objective(
+            horizon, "what your controller did and what the environment said about it; each "
+            "action moves the hand toward [x, y, z] with a proportional controller.")
 
     def reset(self, seed: int) -> Any:
         obs, _ = self.env.reset(seed=seed)
