@@ -92,7 +92,8 @@ class IntrinsicAgent(DQNAgent):
                 plugin = WindowReward(
                     self.method, self.window_inputs,
                     {name: self.scorer(shapes[name]) for name in inputs}, self.weights,
-                    nstep=self.nstep, gamma=self.discount, device=self.device)
+                    nstep=self.nstep, gamma=self.discount, device=self.device,
+                    precision=self.precision)
         self.rewards.append(plugin)
 
     def scorer(self, input_shape: tuple[int, ...]) -> Scorer:

@@ -57,10 +57,10 @@ class ICM(nn.Module):
     """Encoder, forward model and inverse model (see module docstring)."""
 
     def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
-                 rep_dim: int):
+                 rep_dim: int, compile: bool = False):
         super().__init__()
         self.num_actions = num_actions
-        self.encoder = input_encoder(input_shape, rep_dim)
+        self.encoder = input_encoder(input_shape, rep_dim, compile)
         self.forward_model = mlp(rep_dim + num_actions, hidden_dim, rep_dim)
         self.inverse_model = mlp(2 * rep_dim, hidden_dim, num_actions)
 
@@ -81,8 +81,9 @@ class APT:
     A :class:`~baselines.intrinsic.Scorer`."""
 
     def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
-                 rep_dim: int, lr: float, knn_k: int = 12, device: str | torch.device = "cpu"):
-        self.icm = ICM(input_shape, num_actions, hidden_dim, rep_dim).to(device)
+                 rep_dim: int, lr: float, knn_k: int = 12, device: str | torch.device = "cpu",
+                 compile: bool = False):
+        self.icm = ICM(input_shape, num_actions, hidden_dim, rep_dim, compile).to(device)
         self.optimizer = torch.optim.Adam(self.icm.parameters(), lr=lr)
         self.knn_k = knn_k
         self.stats = RunningMeanStd()
@@ -90,7 +91,7 @@ class APT:
     @torch.no_grad()
     def raw_reward(self, batch: Transitions) -> torch.Tensor:
         """Mean distance to the k nearest particles of the same group, [N]."""
-        rep = self.icm.encoder(batch.next_obs)
+        rep = self.icm.encoder(batch.next_obs).float()
         if batch.group is None:
             return knn_mean_distance(rep, self.knn_k)
         raw = rep.new_empty(rep.shape[0])
@@ -164,7 +165,7 @@ class ICMAPTAgent(IntrinsicAgent):
     def scorer(self, input_shape: tuple[int, ...]) -> APT:
         o = self.options
         return APT(input_shape, self.num_actions, o.hidden_dim, o.rep_dim, o.intrinsic_lr,
-                   o.knn_k, self.device)
+                   o.knn_k, self.device, compile=bool(self.compile))
 
     def update(self, batch: Any, step: int) -> dict[str, Any]:
         check_batch(self.options.knn_k, len(batch.action))  # agents built in Python

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ellm.networks import ImageEncoder
+from ellm.precision import autocast
 
 EPS = 1e-8  # floor of a normaliser (a constant batch has std 0)
 
@@ -140,14 +141,16 @@ class WindowReward(IntrinsicReward):
     inputs of ``weights[input]`` times its scorer's normalised reward, discounted into the n-step
     return sum_{j<k} gamma^j r_j (k = ``batch.n_steps``). ``read(batch)`` gives each input's
     states of the window, ``[B, nstep + 1, ...]``. A particle-based scorer compares a state only
-    with the states at the same window position in the other samples."""
+    with the states at the same window position in the other samples. The scorers' networks run
+    in the learner's ``precision`` (autocast); their losses and rewards are fp32."""
 
     def __init__(self, name: str, read: Callable[[Any], Mapping[str, torch.Tensor]],
                  scorers: Mapping[str, Scorer], weights: Mapping[str, float], *, nstep: int,
-                 gamma: float, device: torch.device) -> None:
+                 gamma: float, device: torch.device, precision: str = "fp32") -> None:
         super().__init__(name, read)
         self.scorers, self.weights = dict(scorers), dict(weights)
         self.nstep, self.gamma, self.device = nstep, gamma, device
+        self.precision = precision
 
     def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         inputs = self.read(batch)
@@ -158,7 +161,8 @@ class WindowReward(IntrinsicReward):
         metrics: dict[str, float] = {}
         action = torch.where(j == 0, batch.action.to(self.device, torch.long)[rows], -1)
         for name, x in inputs.items():
-            out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j))
+            with autocast(self.device, self.precision):
+                out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j))
             rewards[rows, j] += self.weights[name] * out.reward
             prefix = f"{self.name}_{name}"
             metrics[f"{prefix}_raw"] = out.raw.mean().detach()
@@ -175,7 +179,8 @@ class WindowReward(IntrinsicReward):
         action = batch.action.to(self.device, torch.long)
         metrics = {}
         for name, x in self.read_again(batch).items():
-            losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]))
+            with autocast(self.device, self.precision):
+                losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]))
             metrics.update({f"{self.name}_{name}_{k}": v for k, v in losses.items()})
         return metrics
 
@@ -187,10 +192,14 @@ class WindowReward(IntrinsicReward):
             scorer.load_state_dict(state[name])
 
 
-def input_encoder(input_shape: tuple[int, ...], out_dim: int) -> nn.Module:
-    """Nature-DQN conv encoder for frame stacks ``(S, H, W)``, a Linear layer for ``(D,)``."""
+def input_encoder(input_shape: tuple[int, ...], out_dim: int, compile: bool = False) -> nn.Module:
+    """Nature-DQN conv encoder for frame stacks ``(S, H, W)`` (compiled in place with
+    ``compile``: its state dict keeps its keys), a Linear layer for ``(D,)``."""
     if len(input_shape) == 3:
-        return ImageEncoder(input_shape, out_dim)  # type: ignore[arg-type]
+        encoder = ImageEncoder(input_shape, out_dim)  # type: ignore[arg-type]
+        if compile:
+            encoder.compile()
+        return encoder
     if len(input_shape) == 1:
         return nn.Linear(input_shape[0], out_dim)
     raise ValueError(f"unsupported intrinsic-reward input shape {input_shape}")

@@ -38,12 +38,14 @@ class RND:
     ``lr``). A :class:`~baselines.intrinsic.Scorer`."""
 
     def __init__(self, input_shape: tuple[int, ...], hidden_dim: int, rep_dim: int, lr: float,
-                 noveld: bool = False, alpha: float = 0.5, device: str | torch.device = "cpu"):
+                 noveld: bool = False, alpha: float = 0.5, device: str | torch.device = "cpu",
+                 compile: bool = False):
         self.target = nn.Sequential(
-            input_encoder(input_shape, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, rep_dim),
+            input_encoder(input_shape, hidden_dim, compile), nn.ReLU(),
+            nn.Linear(hidden_dim, rep_dim),
         ).to(device).requires_grad_(False)
         self.predictor = nn.Sequential(
-            input_encoder(input_shape, hidden_dim), nn.ReLU(),
+            input_encoder(input_shape, hidden_dim, compile), nn.ReLU(),
             nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, rep_dim),
         ).to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=lr)
@@ -51,8 +53,8 @@ class RND:
         self.stats = RunningMeanStd()
 
     def error(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-sample prediction error [N] (differentiable in the predictor)."""
-        return (self.predictor(x) - self.target(x)).pow(2).mean(dim=1)
+        """Per-sample prediction error [N] in fp32 (differentiable in the predictor)."""
+        return (self.predictor(x).float() - self.target(x).float()).pow(2).mean(dim=1)
 
     @torch.no_grad()
     def raw_reward(self, batch: Transitions) -> torch.Tensor:
@@ -115,7 +117,7 @@ class RNDAgent(IntrinsicAgent):
     def scorer(self, input_shape: tuple[int, ...]) -> RND:
         o = self.options
         return RND(input_shape, o.hidden_dim, o.rep_dim, o.intrinsic_lr, o.noveld,
-                   o.noveld_alpha, self.device)
+                   o.noveld_alpha, self.device, compile=bool(self.compile))
 
     def intrinsic_config(self) -> dict[str, Any]:
         return {**super().intrinsic_config(), "agent.noveld": self.options.noveld}

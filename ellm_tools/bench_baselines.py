@@ -1,6 +1,7 @@
 """Cost of one update of each baseline against ELLM's DQN, measured side by side in one process.
 
-    python -m ellm_tools.bench_baselines [--updates 30] [--batch-size 64]
+    python -m ellm_tools.bench_baselines [--updates 30] [--batch-size 64] [--precision bf16]
+        [--compile]
 
 Builds the DQN, RND, NovelD and APT agents at their config.yaml sizes (pixels only, 139
 actions), in the paper setting (one reward per sample on the DQN encoder's features) and in the
@@ -43,8 +44,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="every agent's precision, as the config key")
+    parser.add_argument("--compile", action="store_true", help="every agent with compile=true")
     args = parser.parse_args(argv)
-    common = {"seed": 0, "nstep": 3}
+    common = {"seed": 0, "nstep": 3, "precision": args.precision, "compile": args.compile}
     agents = {
         "DQN (ELLM)": DQNAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, **common),
         "RND, paper": RNDAgent(OBS_SHAPE, NUM_ACTIONS, paper_setting=True, **common),
@@ -65,10 +69,11 @@ def main(argv: list[str] | None = None) -> None:
             for name, agent in agents.items():
                 start = time.perf_counter()
                 agent.update(batch, step)
-                if step >= 2:  # the first updates pay lazy initialisation
+                if step >= 2:  # the first updates pay lazy initialisation and compilation
                     times[name].append(time.perf_counter() - start)
     base = statistics.median(times["DQN (ELLM)"])
     print(f"torch threads: {torch.get_num_threads()}; batch {args.batch_size}; "
+          f"precision {args.precision}; compile {args.compile}; "
           f"{args.updates} updates each, interleaved")
     for name, values in times.items():
         median = statistics.median(values)

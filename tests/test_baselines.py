@@ -26,11 +26,14 @@ from baselines.intrinsic import (
     RunningMeanStd,
     Transitions,
     WindowReward,
+    input_encoder,
     nstep_intrinsic_return,
     window_stacks,
 )
 from baselines.rnd import RND, RNDAgent
 from ellm.agent import DQNAgent, read_metrics
+from ellm.networks import ImageEncoder
+from ellm.precision import bf16_support
 from ellm.replay import (
     EpisodeStart,
     ReplayStorage,
@@ -45,6 +48,9 @@ GAMMA = 0.99
 OBS_SHAPE = (4, 84, 84)
 NUM_ACTIONS = 6
 SMALL = {"hidden_dim": 32, "rep_dim": 16, "seed": 0}
+needs_cpu_bf16 = pytest.mark.skipif(
+    bf16_support(torch.device("cpu")) is None,
+    reason="this CPU has neither AMX nor AVX512-BF16 (precision=bf16 is refused on it)")
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -410,6 +416,38 @@ def test_update_trains_on_the_batch_reward_plus_the_nstep_intrinsic_return(
     assert torch.equal(trained.obs, batch.obs) and torch.equal(trained.action, batch.action)
     assert {"rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_loss", "intrinsic_reward",
             "game_return"} <= set(metrics)
+
+
+@needs_cpu_bf16
+@pytest.mark.parametrize("agent_class", [RNDAgent, ICMAPTAgent])
+def test_fixed_setting_networks_run_in_the_learners_bf16_and_score_in_fp32(
+        replay, agent_class) -> None:
+    """precision=bf16 runs the plug-in's conv encoders in bf16 autocast (they are most of a
+    fixed-setting update's cost); its weights, rewards and losses stay fp32 and near fp32's."""
+    batch = sample(replay[0])
+    fp32 = agent_class(OBS_SHAPE, NUM_ACTIONS, **SMALL)
+    bf16 = agent_class(OBS_SHAPE, NUM_ACTIONS, precision="bf16", **SMALL)
+    seen: list[torch.dtype] = []
+    (scorer,) = bf16.rewards[0].scorers.values()
+    encoders = [m for m in vars(scorer).values() if isinstance(m, nn.Module)]
+    for module in encoders:
+        for encoder in module.modules():
+            if isinstance(encoder, ImageEncoder):
+                encoder.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+    metrics32, metrics16 = fp32.update(batch, step=4), bf16.update(batch, step=4)
+    assert seen and set(seen) == {torch.bfloat16}  # scored and trained in bf16
+    assert all(p.dtype == torch.float32 for m in encoders for p in m.parameters())
+    returns, _ = bf16.rewards[0].compute(batch)
+    assert returns.dtype == torch.float32
+    raw = f"{bf16.method}_pixel_raw"
+    assert float(metrics16[raw]) == pytest.approx(float(metrics32[raw]), rel=0.05)
+
+
+def test_a_compiled_intrinsic_encoder_keeps_its_checkpoint_keys() -> None:
+    eager, compiled = input_encoder(OBS_SHAPE, 8), input_encoder(OBS_SHAPE, 8, compile=True)
+    assert compiled._compiled_call_impl is not None and eager._compiled_call_impl is None
+    assert compiled.state_dict().keys() == eager.state_dict().keys()
+    compiled.load_state_dict(eager.state_dict())  # snapshots load either way
 
 
 class ConstantReward:
