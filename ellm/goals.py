@@ -9,11 +9,14 @@ from ellm.lm import GoalSuggester, LMCounters, TextState
 
 
 class Goals(Protocol):
-    """A goal source: ``reset`` and ``observe`` return the goals for the state just observed."""
+    """A goal source: ``reset`` and ``observe`` return the goals for the state just observed;
+    ``observe`` first learns which goals the step achieved (from the rewards, via the rollout).
+    """
 
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
 
-    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]: ...
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
+                achieved: Sequence[str] = ()) -> list[str]: ...
 
     def metrics(self) -> dict[str, float]: ...
 
@@ -42,13 +45,12 @@ class SuggestedGoals:
         self.suggester.reset()
         return self.observe(obs, info)
 
-    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
+                achieved: Sequence[str] = ()) -> list[str]:
+        for goal in achieved:  # not suggested again this episode (the novelty bonus)
+            self.suggester.mark_achieved(goal)
         self.goals = self.suggester.suggest(self.state_of(obs, info))
         return self.goals
-
-    def achieved(self, goal: str) -> None:
-        """A step achieved ``goal``: not suggested again this episode (the novelty bonus)."""
-        self.suggester.mark_achieved(goal)
 
     @property
     def uses_success_gate(self) -> bool:
@@ -70,7 +72,8 @@ class NoGoals:
     def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
         return []
 
-    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
+                achieved: Sequence[str] = ()) -> list[str]:
         return []
 
     def metrics(self) -> dict[str, float]:

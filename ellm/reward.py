@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["BatchReward", "GameReward", "GoalReward", "Reward", "StepData", "StepReward"]
+__all__ = ["BatchReward", "GameReward", "GoalReward", "Reward", "Scored", "StepData",
+           "StepReward"]
 
 
 class Reward(Protocol):
@@ -30,13 +31,21 @@ class StepData(NamedTuple):
     goals: Sequence[str]
 
 
+class Scored(NamedTuple):
+    """A per-step reward's value, and the goal the step achieved: the rollout hands it to the
+    goal source, which retires it (a reward never calls the goal source)."""
+
+    value: float
+    achieved: str | None = None
+
+
 class StepReward(Reward, Protocol):
     """A reward computed at collection (``per_step`` True)."""
 
     def reset(self) -> None:
         """A new episode starts."""
 
-    def step(self, data: StepData) -> float:
+    def step(self, data: StepData) -> Scored:
         """The reward of the step just taken."""
 
     def episode_metrics(self) -> dict[str, float]:
@@ -55,8 +64,8 @@ class GameReward:
     def reset(self) -> None:
         pass
 
-    def step(self, data: StepData) -> float:
-        return data.game_reward if self.weight == 1.0 else self.weight * data.game_reward
+    def step(self, data: StepData) -> Scored:
+        return Scored(data.game_reward if self.weight == 1.0 else self.weight * data.game_reward)
 
     def episode_metrics(self) -> dict[str, float]:
         return {}

@@ -110,13 +110,14 @@ class Rollout:
             obs, game_reward, terminated, truncated, info = self.env.step(action)
         with clock("lm_reward"):
             data = StepData(action, float(game_reward), info, self.goals)
-            values = [plugin.step(data) for plugin in self.rewards]
-            for plugin, value in zip(self.rewards, values):
+            scored = [plugin.step(data) for plugin in self.rewards]
+            for plugin, (value, _) in zip(self.rewards, scored):
                 self.tally.returns[plugin.name] += value
             # Summed with no 0.0 in front: one plug-in's value is stored bit for bit.
-            reward = functools.reduce(operator.add, values) if values else 0.0
+            reward = functools.reduce(operator.add, [s.value for s in scored]) if scored else 0.0
             if self._fixed is None:
-                self.goals = self.goal_source.observe(obs, info)
+                achieved = [s.achieved for s in scored if s.achieved is not None]
+                self.goals = self.goal_source.observe(obs, info, achieved)
         self.obs = obs
         self.frames = self.stack.push(self.inputs.frame(obs["image"]))
         self._count(action, reward, info)

@@ -463,15 +463,16 @@ def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_te
     for paper in (True, False):
         env = th.make("pomaria_2_int", 0, action_mode="highlevel")
         source = HousekeepGoals(HousekeepSuggester(GroundTruthAnswers(), per_class=paper))
-        reward = HousekeepGoalReward(source, paper_setting=paper)
+        reward = HousekeepGoalReward(paper_setting=paper)
         obs, info = env.reset()
         source.reset(obs, info)
         rewards = []
         for name in ("go to bathroom_0-toilet_25_0.urdf", "pick helmet_1",
                      "go to bathroom_0-table_7_0.urdf", "place", "pick helmet_1"):
             obs, _, _, _, info = env.step(env.action_names.index(name))
-            rewards.append(reward.step(StepData(0, 0.0, info, source.goals)))
-            source.observe(obs, info)
+            value, achieved = reward.step(StepData(0, 0.0, info, source.goals))
+            rewards.append(value)
+            source.observe(obs, info, [achieved] if achieved else [])
         paid[paper] = rewards
     assert paid[True] == [0.0, 2.5, 0.0, -0.25, 0.0]  # the helmet is still a suggested pick
     assert paid[False] == [0.0, 2.5, 0.0, -0.25, -0.25]  # ours: its pick goal was retired
@@ -626,7 +627,7 @@ def test_a_single_task_episode_succeeds_only_once_its_whole_task_is_done():
 
     def step(reward: TaskReward, action: str) -> float:
         return reward.step(StepData(0, 0.0, {"action_name": action, "effective_success": True},
-                                    []))
+                                    [])).value
 
     flat = TaskReward(SingleTaskReward("attack cow"))
     assert flat.episode_metrics() == {"task_success": 0.0}

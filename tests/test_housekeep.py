@@ -129,14 +129,14 @@ def test_bad_episode_choice_names_the_key(task, ep_num, message):
 def scripted():
     env = th.make("pomaria_2_int", 0, action_mode="highlevel")
     source = HousekeepGoals(HousekeepSuggester(GroundTruthAnswers()))
-    paid = HousekeepGoalReward(source)
+    paid = HousekeepGoalReward()
     obs, info = env.reset()
     goals = source.reset(obs, info)
 
     def act(name: str):
         obs, game, _, _, info = env.step(env.action_names.index(name))
-        reward = paid.step(StepData(0, game, info, source.goals))
-        return obs, game, reward, source.observe(obs, info), info
+        reward, achieved = paid.step(StepData(0, game, info, source.goals))
+        return obs, game, reward, source.observe(obs, info, [achieved] if achieved else []), info
 
     return env, goals, act
 

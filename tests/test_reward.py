@@ -59,13 +59,20 @@ def goal_reward(embedder, lm_class="SimpleOracle", check_success=True):
     """Crafter's goal source and goal reward on it, as a run builds them."""
     goals = SuggestedGoals(build_suggester({"lm_class": lm_class}, all_goals=GOOD_ACTIONS,
                                            synonyms=SYNONYMS), text_state)
-    reward = CrafterGoalReward(goals, GoalReward(embedder, 0.99, synonyms=SYNONYMS),
-                               check_success=check_success)
+    reward = CrafterGoalReward(GoalReward(embedder, 0.99, synonyms=SYNONYMS),
+                               check_success=check_success and goals.uses_success_gate)
     return goals, reward
 
 
 def pay(reward, goals, info):
-    return reward.step(StepData(0, 0.0, info, list(goals)))
+    return reward.step(StepData(0, 0.0, info, list(goals))).value
+
+
+def step(source, reward, goals, info, state=STATE):
+    """One step as the rollout takes it: the reward, then the goal source learns what it
+    achieved. Returns (reward, next goals)."""
+    value, achieved = reward.step(StepData(0, 0.0, info, list(goals)))
+    return value, source.observe(state, INFO, [achieved] if achieved else [])
 
 
 def test_novelty_pays_a_goal_once_per_episode(embedder):
@@ -73,8 +80,8 @@ def test_novelty_pays_a_goal_once_per_episode(embedder):
     goals = source.reset(STATE, INFO)
     reward.reset()
     assert "chop tree" in goals and "drink water" in goals
-    assert pay(reward, goals, step_info("chop tree", "chop tree")) == pytest.approx(1.0, abs=1e-5)
-    goals = source.observe(STATE, INFO)
+    value, goals = step(source, reward, goals, step_info("chop tree", "chop tree"))
+    assert value == pytest.approx(1.0, abs=1e-5)
     assert "chop tree" not in goals and "drink water" in goals
     assert pay(reward, goals, step_info("chop tree", "chop tree")) == 0.0
     assert reward.episode_metrics() == {"goal_matches": 1.0}
@@ -83,12 +90,22 @@ def test_novelty_pays_a_goal_once_per_episode(embedder):
     assert reward.episode_metrics() == {"goal_matches": 0.0}
 
 
+def test_a_reward_only_reports_its_goal_the_goal_source_retires_it_when_told(embedder):
+    source, reward = goal_reward(embedder)
+    goals = source.reset(STATE, INFO)
+    scored = reward.step(StepData(0, 0.0, step_info("chop tree", "chop tree"), goals))
+    assert scored.achieved == "chop tree" and scored.value > 0.99
+    assert "chop tree" in source.observe(STATE, INFO)  # the reward alone retired nothing
+    assert "chop tree" not in source.observe(STATE, INFO, [scored.achieved])
+
+
 def test_a_synonym_retires_the_goal_it_achieved(embedder):
     source, reward = goal_reward(embedder)
     goals = source.reset({**STATE, "caption": "You see cow."}, INFO)
     assert "attack cow" in goals
-    assert pay(reward, goals, step_info("eat cow", "eat cow")) > 0.99
-    assert "attack cow" not in source.observe({**STATE, "caption": "You see cow."}, INFO)
+    value, goals = step(source, reward, goals, step_info("eat cow", "eat cow"),
+                        {**STATE, "caption": "You see cow."})
+    assert value > 0.99 and "attack cow" not in goals
 
 
 def test_success_gate_and_novelty_baseline_ignoring_it(embedder):
@@ -101,14 +118,14 @@ def test_success_gate_and_novelty_baseline_ignoring_it(embedder):
     novelty, paid = goal_reward(embedder, "BaselineModel")
     goals = novelty.reset(STATE, INFO)
     assert set(goals) == set(GOOD_ACTIONS)
-    assert pay(paid, goals, step_info("mine diamond", "", effective=False)) > 0.99
-    assert "mine diamond" not in novelty.observe(STATE, INFO)
+    value, goals = step(novelty, paid, goals, step_info("mine diamond", "", effective=False))
+    assert value > 0.99 and "mine diamond" not in goals
 
 
 def test_the_game_reward_is_a_weighted_per_step_reward():
     info = step_info("chop tree", "chop tree")
-    assert GameReward().step(StepData(0, 0.5, info, [])) == 0.5
-    assert GameReward(2.0).step(StepData(0, 0.5, info, [])) == 1.0
+    assert GameReward().step(StepData(0, 0.5, info, [])) == (0.5, None)
+    assert GameReward(2.0).step(StepData(0, 0.5, info, [])) == (1.0, None)
     assert GameReward().per_step and GameReward().name == "game"
 
 

@@ -114,7 +114,8 @@ class CrafterGame:
         if not goal_reward:
             return goals, []
         reward = GoalReward(embedder, spec.threshold, synonyms=SYNONYMS)
-        return goals, [CrafterGoalReward(goals, reward, check_success=spec.check_ac_success)]
+        gated = spec.check_ac_success and goals.uses_success_gate
+        return goals, [CrafterGoalReward(reward, check_success=gated)]
 
     def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
         return goal_text(goals, paper_setting=self.paper_setting(cfg))

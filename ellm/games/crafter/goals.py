@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ellm.goals import SuggestedGoals
 from ellm.lm import TextState
-from ellm.reward import GoalReward, StepData
+from ellm.reward import GoalReward, Scored, StepData
 
 
 def text_state(obs: Mapping[str, Any], info: Mapping[str, Any]) -> TextState:
@@ -23,23 +22,20 @@ class CrafterGoalReward:
     name = "goal"
     per_step = True
 
-    def __init__(self, goals: SuggestedGoals, reward: GoalReward, check_success: bool = True):
-        self.goals = goals
+    def __init__(self, reward: GoalReward, check_success: bool = True):
         self.reward = reward
-        self.check_success = check_success and goals.uses_success_gate
+        self.check_success = check_success
         self.matches = 0
 
     def reset(self) -> None:
         self.matches = 0
 
-    def step(self, data: StepData) -> float:
+    def step(self, data: StepData) -> Scored:
         info = data.info
         caption = info["transition_caption"] if self.check_success else info["action_name"]
         value, matched = self.reward(caption, data.goals)
-        if matched is not None:
-            self.goals.achieved(matched)
-            self.matches += 1
-        return value
+        self.matches += matched is not None
+        return Scored(value, matched)
 
     def episode_metrics(self) -> dict[str, float]:
         return {"goal_matches": float(self.matches)}

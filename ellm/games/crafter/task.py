@@ -6,10 +6,10 @@ The reward is 1 when the executed action is the task (or its synonym) and was ef
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ellm.reward import StepData
+from ellm.reward import Scored, StepData
 from text_crafter import same_action
 from text_crafter.tasks import CUSTOM_TASK_CHAINS, CUSTOM_TASKS, SINGLE_TASKS, TASK_CHAINS
 
@@ -112,7 +112,8 @@ class TaskGoals:
         self.task.reset()
         return self.observe(obs, info)
 
-    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
+                achieved: Sequence[str] = ()) -> list[str]:
         return [self.task.goal]
 
     def metrics(self) -> dict[str, float]:
@@ -137,9 +138,9 @@ class TaskReward:
     def reset(self) -> None:
         pass
 
-    def step(self, data: StepData) -> float:
+    def step(self, data: StepData) -> Scored:
         info = data.info
-        return self.task(info["action_name"], info["effective_success"], info)
+        return Scored(self.task(info["action_name"], info["effective_success"], info))
 
     def episode_metrics(self) -> dict[str, float]:
         """``task_success``: 1 if the episode did the whole task (a survival task has none)."""

@@ -128,7 +128,8 @@ class HousekeepGame:
             return NoGoals(), []
         paper = self.paper_setting(cfg)
         goals = HousekeepGoals(build_housekeep_suggester(cfg.env_spec.lm_spec, per_class=paper))
-        return goals, [HousekeepGoalReward(goals, paper_setting=paper)]
+        bonus = goals.suggester.novelty_bonus
+        return goals, [HousekeepGoalReward(paper_setting=paper, novelty_bonus=bonus)]
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         """``train/rearrange_success`` and the other success metrics of the episode."""

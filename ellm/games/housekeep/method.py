@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from ellm.lm import LMCounters, build_client, parse_lm_spec
 from ellm.lm.base import truncate
 from ellm.lm.client import LMClient
-from ellm.reward import StepData
+from ellm.reward import Scored, StepData
 from text_housekeep import FAILED, PICK, PLACE, HousekeepView, pick_caption, place_caption
 
 YES_NO_PREFIX = (
@@ -193,16 +193,14 @@ class HousekeepGoals:
         self.suggester.reset()
         return self.observe(obs, info)
 
-    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
+                achieved: Sequence[str] = ()) -> list[str]:
+        for goal in achieved:  # not suggested again this episode (novelty bonus)
+            self.suggester.mark_achieved(goal)
+        if achieved and info["event"].kind == PLACE:  # a suggested place put its object away
+            self.suggester.mark_object_done(info["view"], info["event"].obj)
         self.goals = self.suggester.suggest(info["view"])
         return self.goals
-
-    def achieved(self, goal: str) -> None:
-        """A step achieved ``goal``: not suggested again this episode (novelty bonus)."""
-        self.suggester.mark_achieved(goal)
-
-    def object_done(self, view: HousekeepView, obj: int) -> None:
-        self.suggester.mark_object_done(view, obj)
 
     def metrics(self) -> dict[str, float]:
         return self.suggester.metrics()
@@ -220,10 +218,10 @@ class HousekeepGoalReward:
     name = "goal"
     per_step = True
 
-    def __init__(self, goals: HousekeepGoals, reward: HousekeepReward | None = None,
-                 paper_setting: bool = False):
-        self.goals = goals
+    def __init__(self, reward: HousekeepReward | None = None, paper_setting: bool = False,
+                 novelty_bonus: bool = True):
         self.table = reward or HousekeepReward()
+        self.novelty_bonus = novelty_bonus
         # paper_setting: as the original, a suggested pick pays only once and retires no goal.
         self.paper_setting = paper_setting
         self.matches = 0
@@ -233,23 +231,19 @@ class HousekeepGoalReward:
         self.matches = 0
         self._picked.clear()
 
-    def step(self, data: StepData) -> float:
+    def step(self, data: StepData) -> Scored:
         info = data.info
         event = info["event"]
         value, matched = self.table(event.kind, info["transition_caption"], data.goals)
         first_pick = event.kind == PICK and event.obj not in self._picked
         if event.kind == PICK:
             self._picked.add(event.obj)
-        if matched is not None:
-            self.matches += 1
-            if self.paper_setting and event.kind == PICK:
-                if not first_pick and self.goals.suggester.novelty_bonus:
-                    value = 0.0
-            else:
-                self.goals.achieved(matched)
-            if event.kind == PLACE:
-                self.goals.object_done(info["view"], event.obj)
-        return value
+        if matched is None:
+            return Scored(value)
+        self.matches += 1
+        if self.paper_setting and event.kind == PICK:
+            return Scored(value if first_pick or not self.novelty_bonus else 0.0)
+        return Scored(value, matched)
 
     def episode_metrics(self) -> dict[str, float]:
         return {"goal_matches": float(self.matches)}
