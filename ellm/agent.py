@@ -218,8 +218,6 @@ class DQNAgent:
             returns, scores = plugin.compute(batch)
             reward = reward + returns
             metrics.update(scores)
-        if self.rewards:
-            metrics["game_return"] = batch.game_reward.to(self.device, torch.float32).mean()
         metrics.update(self._td_step(batch, reward, step))
         for plugin in self.rewards:
             metrics.update(plugin.update(batch))

@@ -58,7 +58,7 @@ class Collector(Protocol):
 def row_of(step: Step, inputs: AgentInputs) -> Row:
     """The replay row of a rollout step."""
     return Row(step.frame, step.action, step.reward, float(step.info["discount"]),
-               inputs.text(step.obs), inputs.goal(step.goals), step.last, step.game_reward)
+               inputs.text(step.obs), inputs.goal(step.goals), step.last)
 
 
 def start_of(frame: Any, rollout: Rollout) -> EpisodeStart:

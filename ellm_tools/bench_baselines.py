@@ -37,7 +37,7 @@ def _replay(replay_dir: Path, episodes: int = 8, length: int = 100) -> None:
         storage.add_first(EpisodeStart(rng.integers(0, 256, (84, 84), dtype=np.uint8), "", ""))
         for t in range(1, length + 1):
             storage.add(Row(rng.integers(0, 256, (84, 84), dtype=np.uint8),
-                            int(rng.integers(NUM_ACTIONS)), 0.0, 1.0, "", "", t == length, 0.0))
+                            int(rng.integers(NUM_ACTIONS)), 0.0, 1.0, "", "", t == length))
 
 
 def main(argv: list[str] | None = None) -> None:

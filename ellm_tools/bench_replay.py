@@ -130,7 +130,7 @@ def write_crafter_episodes(d: Path, episodes: int, length: int) -> tuple[int, fl
         t = time.perf_counter()
         storage.add_first(EpisodeStart(frames[0], f"text {ep} 0", "goal"))
         for i, f in enumerate(frames[1:], 1):
-            storage.add(Row(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length, 0.1))
+            storage.add(Row(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length))
         write_s += time.perf_counter() - t
     return storage.num_transitions, write_s
 

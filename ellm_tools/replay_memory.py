@@ -125,7 +125,7 @@ def compressed_vs_arrays(d: Path, episodes: int, batches: int) -> None:
     shard = EpisodeShard(10**9, NSTEP, True)
     for i, a in enumerate(arrays):
         shard.add(i, {"frame": a, **{k: np.zeros(len(a), np.float32) for k in (
-            "action", "reward", "discount", "text_obs", "goal", "game_reward")}})
+            "action", "reward", "discount", "text_obs", "goal")}})
     rng = np.random.default_rng(0)
     out = np.empty((2, BATCH, STACK, *arrays[0].shape[1:]), np.uint8)
     times = {"arrays": 0.0, "zlib": 0.0}

@@ -61,12 +61,8 @@ def frame(ep: int, t: int) -> np.ndarray:
     return f
 
 
-def game_reward_of(ep: int, t: int) -> float:
-    return float((ep + 2 * t) % 3) - 0.5  # -0.5, 0.5, 1.5: clipping matters
-
-
 def write_episodes(replay_dir: Path, lengths: list[int]) -> StringTable:
-    """Episodes whose frames, texts and game rewards encode (episode, step); LM reward 0.25."""
+    """Episodes whose frames and texts encode (episode, step); stored reward 0.25."""
     strings = StringTable(replay_dir / "strings.jsonl")
     storage = ReplayStorage(replay_dir, strings)
     for ep, length in enumerate(lengths):
@@ -74,7 +70,7 @@ def write_episodes(replay_dir: Path, lengths: list[int]) -> StringTable:
         for t in range(1, length + 1):
             last = t == length
             storage.add(Row(frame(ep, t), t % NUM_ACTIONS, 0.25, 0.0 if last and ep % 2 else 1.0,
-                            f"text {ep} {t}", "", last, game_reward_of(ep, t)))
+                            f"text {ep} {t}", "", last))
     return strings
 
 
@@ -297,7 +293,7 @@ def test_icm_inverse_model_learns_which_action_was_taken():
 
 
 # ---------------------------------------------------------------------------- replay window
-def test_replay_batches_carry_the_game_reward_and_every_text_of_the_window(replay):
+def test_replay_batches_carry_every_text_of_the_window(replay):
     replay_dir, strings = replay
     for batch in (sample(replay_dir), sample(replay_dir, num_workers=2)):
         lengths = {0: 7, 1: 2, 2: 5, 3: 1}
@@ -305,9 +301,6 @@ def test_replay_batches_carry_the_game_reward_and_every_text_of_the_window(repla
             ep, i = where(batch, n)
             k = min(3, lengths[ep] - i + 1)
             assert batch.n_steps[n] == k
-            clipped = [min(max(game_reward_of(ep, i + j), -1.0), 1.0) for j in range(k)]
-            assert batch.game_reward[n] == pytest.approx(
-                sum(GAMMA**j * r for j, r in enumerate(clipped)), abs=1e-6)
             assert batch.reward[n] == pytest.approx(0.25 * sum(GAMMA**j for j in range(k)),
                                                     abs=1e-6)
             texts = [strings[int(x)] for x in batch.window_text_obs[n]]
@@ -392,19 +385,16 @@ def test_update_trains_on_the_batch_reward_plus_the_nstep_intrinsic_return(
     fake = plugin.scorers["pixel"] = StepIndexScorer()
     targets = spy_on_td_targets(monkeypatch)
     metrics = agent.update(batch, step=4)
-    intrinsic, game = [], []
+    intrinsic = []
     for n in range(64):
-        ep, i = where(batch, n)
+        _, i = where(batch, n)
         k = int(batch.n_steps[n])
         intrinsic.append(sum(GAMMA**j * (i + j) for j in range(k)))  # r_int at step i+j: i+j
-        clipped = [min(max(game_reward_of(ep, i + j), -1.0), 1.0) for j in range(k)]
-        game.append(sum(GAMMA**j * r for j, r in enumerate(clipped)))
     ((reward, discount),) = targets
-    # the stored reward (0.25 a step here) counted once, the game reward not added again
+    # the stored reward (0.25 a step here, the game's included when used) counted once
     np.testing.assert_allclose(reward.numpy(), batch.reward.numpy() + np.array(intrinsic),
                                rtol=1e-6)
     assert metrics["intrinsic_return"] == pytest.approx(np.mean(intrinsic), rel=1e-6)
-    assert metrics["game_return"] == pytest.approx(np.mean(game), rel=1e-6)  # logged only
     assert torch.equal(discount, batch.discount)  # gamma^k, bootstrap as is
     # Scored: each valid window step once, grouped by window position; trained: first steps.
     scored, trained = fake.seen
@@ -414,8 +404,8 @@ def test_update_trains_on_the_batch_reward_plus_the_nstep_intrinsic_return(
     assert torch.equal(scored.action[first], batch.action)
     assert (scored.action[~first] == -1).all()
     assert torch.equal(trained.obs, batch.obs) and torch.equal(trained.action, batch.action)
-    assert {"rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_loss", "intrinsic_reward",
-            "game_return"} <= set(metrics)
+    assert {"rnd_pixel_raw", "rnd_pixel_reward", "rnd_pixel_loss",
+            "intrinsic_reward"} <= set(metrics)
 
 
 @needs_cpu_bf16
@@ -478,13 +468,13 @@ def test_a_dqn_has_no_plugin_and_takes_any_batch_reward_plugin(replay, monkeypat
     agent = DQNAgent(OBS_SHAPE, NUM_ACTIONS, hidden_dim=32, seed=0)
     assert agent.rewards == []
     targets = spy_on_td_targets(monkeypatch)
-    plain = agent.update(batch, step=4)
-    assert "game_return" not in plain and torch.equal(targets[-1][0], batch.reward)
+    agent.update(batch, step=4)
+    assert torch.equal(targets[-1][0], batch.reward)
     plugins: list[BatchReward] = [ConstantReward(2.0), ConstantReward(0.5)]
     agent.rewards.extend(plugins)
     metrics = agent.update(batch, step=8)
     torch.testing.assert_close(targets[-1][0], batch.reward + 2.5)
-    assert {"constant_return", "constant_loss", "game_return", "loss"} <= set(metrics)
+    assert {"constant_return", "constant_loss", "loss"} <= set(metrics)
     assert [c for c, _ in plugins[0].calls] == ["compute", "update"]
     assert all(b is batch for _, b in plugins[0].calls)
 

@@ -42,7 +42,7 @@ def test_tiling_links_whole_episodes_under_new_indices(tmp_path: Path):
             "frame": np.full((length + 1, 4, 4), i, np.uint8),
             **{k: np.zeros(length + 1, t) for k, t in (
                 ("action", np.int32), ("reward", np.float32), ("discount", np.float32),
-                ("text_obs", np.int32), ("goal", np.int32), ("game_reward", np.float32))}})
+                ("text_obs", np.int32), ("goal", np.int32))}})
     assert tile_episodes(tmp_path, 18) == 19  # 3 + 5, then 3, 5, 3: whole episodes
     files = list_episode_files(tmp_path)
     assert [(f.index, f.length) for f in files] == [(0, 3), (1, 5), (2, 3), (3, 5), (4, 3)]

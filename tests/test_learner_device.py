@@ -46,7 +46,7 @@ def replay_batch(seed: int, size: int = 8) -> Batch:
     return Batch(obs=b.obs, action=b.action, reward=b.reward, discount=b.discount,
                  next_obs=b.next_obs, text_obs=b.text_obs, next_text_obs=b.next_text_obs,
                  goal=b.goal, next_goal=b.next_goal, n_steps=torch.full((size,), 3),
-                 game_reward=torch.zeros(size), window_text_obs=b.text_obs[:, None].repeat(1, 4))
+                 window_text_obs=b.text_obs[:, None].repeat(1, 4))
 
 
 # ----------------------------------------------------------------------------- precision

@@ -42,7 +42,7 @@ def frame(ep: int, t: int) -> np.ndarray:
 
 
 def row(f: np.ndarray, last: bool, action: int = 0, text: str = "") -> Row:
-    return Row(f, action, 0.0, 1.0, text, "", last, 0.0)
+    return Row(f, action, 0.0, 1.0, text, "", last)
 
 
 def reward_of(ep: int, t: int) -> float:
@@ -65,7 +65,7 @@ class Episodes:
         for t in range(1, length + 1):
             self.storage.add(Row(
                 frame(ep, t), 100 * ep + t, rewards[t - 1], discounts[t - 1],
-                f"text {ep} {t}", f"goal {ep} {t}", t == length, rewards[t - 1],
+                f"text {ep} {t}", f"goal {ep} {t}", t == length,
             ))
         self.truth[ep] = ([0.0, *rewards], [1.0, *discounts])
         return ep
@@ -246,6 +246,20 @@ def test_string_table_rejects_a_corrupt_complete_line(tmp_path):
 # ---------------------------------------------------------------------------- storage
 
 
+def test_an_episode_file_with_the_former_game_reward_column_still_loads(tmp_path):
+    """Replays written before the game reward was dropped from the row resume as they are."""
+    eps = Episodes(tmp_path)
+    eps.write(3, terminal=True)
+    path = tmp_path / "000000_3.npz"
+    old = {**load_episode(path), "game_reward": np.ones(4, np.float32)}
+    storage_module.save_episode(path, old)
+    loaded = load_episode(path)
+    assert "game_reward" not in loaded and loaded["reward"].tolist() == old["reward"].tolist()
+    shard = EpisodeShard(10**6, 3, True)
+    shard.add(0, loaded)
+    assert shard.num_transitions == 3
+
+
 def test_storage_file_layout_and_resumed_numbering(tmp_path):
     eps = Episodes(tmp_path)
     eps.write(3, terminal=True)
@@ -279,7 +293,7 @@ def test_storage_rejects_misuse(tmp_path):
     with pytest.raises(ValueError):
         storage.add(row(np.zeros((84, 83), np.uint8), last=True))
     with pytest.raises(ValueError):
-        storage.add(Row(frame(0, 1), 0, 0.0, 1.5, "", "", True, 0.0))
+        storage.add(Row(frame(0, 1), 0, 0.0, 1.5, "", "", True))
 
 
 def test_storage_keeps_one_open_episode_per_source(tmp_path):
@@ -343,7 +357,7 @@ while True:
     storage.add_first(EpisodeStart(rng.integers(0, 255, (84, 84), np.uint8), f"{ep} 0", "goal"))
     for t in range(1, 21):
         storage.add(Row(rng.integers(0, 255, (84, 84), np.uint8), t, 1.0, 1.0, f"{ep} {t}",
-                        "goal", t == 20, 1.0))
+                        "goal", t == 20))
     print(ep, flush=True)
 """
 

@@ -25,8 +25,8 @@ from ellm.replay.storage import list_episode_files, load_episode
 PREFETCH = 2
 # Batch fields sent as rows of one float64 array (ids and counts exact below 2**53).
 _SCALARS = ("action", "reward", "discount", "text_obs", "next_text_obs", "goal", "next_goal",
-            "n_steps", "game_reward")
-_FLOATS = ("reward", "discount", "game_reward")
+            "n_steps")
+_FLOATS = ("reward", "discount")
 
 
 class ShardSampler:
@@ -206,8 +206,7 @@ class _SlotIterator:
 
 
 # The text ids stay on the host, beside the string table and the embedding cache's index.
-DEVICE_FIELDS = ("obs", "action", "reward", "discount", "next_obs", "one_step_next_obs",
-                 "game_reward")
+DEVICE_FIELDS = ("obs", "action", "reward", "discount", "next_obs", "one_step_next_obs")
 
 
 class DeviceBatches:

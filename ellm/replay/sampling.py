@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-_ACTION, _REWARD, _DISCOUNT, _TEXT, _GOAL, _GAME = range(6)
+_ACTION, _REWARD, _DISCOUNT, _TEXT, _GOAL = range(5)
 
 
 class Batch(NamedTuple):
@@ -31,7 +31,6 @@ class Batch(NamedTuple):
     n_steps: np.ndarray  # k: the reward steps summed (nstep, or fewer at the end)
     # obs's one-step successor (ICM); None unless make_replay_loader(one_step_next_obs=True)
     one_step_next_obs: np.ndarray | None = None
-    game_reward: np.ndarray | None = None
     window_text_obs: np.ndarray | None = None
 
 
@@ -56,8 +55,7 @@ class _Episode:
         self.length = len(episode["frame"]) - 1
         self.frame = episode["frame"]
         reward = episode["reward"].astype(np.float64)
-        game = episode["game_reward"].astype(np.float64)
-        small = np.zeros((self.length + 1 + nstep, 6), np.float64)
+        small = np.zeros((self.length + 1 + nstep, 5), np.float64)
         small[: self.length + 1] = np.stack(
             [
                 episode["action"],
@@ -65,7 +63,6 @@ class _Episode:
                 episode["discount"],
                 episode["text_obs"],
                 episode["goal"],
-                np.clip(game, -1.0, 1.0) if clip else game,
             ],
             axis=1,
         )
@@ -147,7 +144,7 @@ class EpisodeShard:
             h, w = self._episodes[0].frame.shape[1:]
             frames_out = np.empty((len(ends), batch_size, frame_stack, h, w), np.uint8)
         frames = list(frames_out)
-        win = np.empty((batch_size, self.nstep + 1, 6), np.float64)
+        win = np.empty((batch_size, self.nstep + 1, 5), np.float64)
         lists = [t.tolist() for t in ends]
         for b, (eb, ib) in enumerate(zip(e.tolist(), i.tolist())):
             ep = self._episodes[eb]
@@ -155,7 +152,6 @@ class EpisodeShard:
                 _stack_into(out[b], ep.frame, t[b])
             win[b] = ep.small[ib - 1 : ib + self.nstep]
         reward, discount = nstep_targets(win[:, 1:, _REWARD], win[:, 1:, _DISCOUNT], k, gamma)
-        game_reward, _ = nstep_targets(win[:, 1:, _GAME], win[:, 1:, _DISCOUNT], k, gamma)
         rows = np.arange(batch_size)
         ids = win.astype(np.int64)
         window = np.minimum(np.arange(self.nstep + 1), k[:, None])
@@ -171,6 +167,5 @@ class EpisodeShard:
             next_goal=ids[rows, k, _GOAL],
             n_steps=k.astype(np.int64),
             one_step_next_obs=frames[2] if one_step_next_obs else None,
-            game_reward=game_reward,
             window_text_obs=ids[rows[:, None], window, _TEXT],
         )

@@ -23,7 +23,6 @@ EPISODE_DTYPES: dict[str, type] = {
     "discount": np.float32,
     "text_obs": np.int32,
     "goal": np.int32,
-    "game_reward": np.float32,
 }
 _EPISODE_NAME = re.compile(r"^(\d+)_(\d+)\.npz$")
 _TMP_SUFFIX = ".tmp"
@@ -49,7 +48,6 @@ class Row:
     text: str
     goal: str
     last: bool
-    game_reward: float
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,6 @@ class ReplayStorage:
             "discount": [1.0],
             "text_obs": [self.strings.id(start.text)],
             "goal": [self.strings.id(start.goal)],
-            "game_reward": [0.0],
         }
 
     def add(self, row: Row, source: int = 0) -> None:
@@ -147,7 +144,6 @@ class ReplayStorage:
         ep["discount"].append(float(row.discount))
         ep["text_obs"].append(self.strings.id(row.text))
         ep["goal"].append(self.strings.id(row.goal))
-        ep["game_reward"].append(float(row.game_reward))
         if row.last:
             del self._open[source]
             self._write(ep)
