@@ -18,6 +18,7 @@ from ellm.frames import FRAME_SIZE, paper_gray84, to_gray84
 from ellm.games import Game
 from ellm.goals import Goals
 from ellm.inputs import AgentInputs
+from ellm.lm import LMSpec
 from ellm.methods import Method
 from ellm.reward import GameReward, StepReward
 from ellm.rollout import Rollout
@@ -42,9 +43,10 @@ class RolloutParts:
                        self.covered)
 
 
-def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.device,
-                  env_seed: int | None) -> RolloutParts:
-    """The env, agent inputs, embedder, goal source and per-step rewards of one rollout."""
+def rollout_parts(cfg: DictConfig, game: Game, method: Method, lm: LMSpec,
+                  device: torch.device, env_seed: int | None) -> RolloutParts:
+    """The env, agent inputs, embedder, goal source (asking ``lm``) and per-step rewards of one
+    rollout."""
     env = game.make_env(cfg, env_seed) if env_seed is not None else None
     inputs = AgentInputs(cfg.use_language_state is not None, cfg.use_goal,
                          functools.partial(game.goal_text, cfg),
@@ -57,7 +59,7 @@ def rollout_parts(cfg: DictConfig, game: Game, method: Method, device: torch.dev
         embedder = SentenceEmbedder(cfg.sbert_model, device=str(device))
     if env is None:
         return RolloutParts(None, None, [], inputs, embedder, game.covered)
-    goals, rewards = game.goals(cfg, embedder, method.goal_reward)
+    goals, rewards = game.goals(cfg, lm, embedder, method.goal_reward)
     rewards = [*rewards, *game_reward(cfg, method)]
     return RolloutParts(env, goals, rewards, inputs, embedder, game.covered)
 

@@ -18,6 +18,7 @@ from ellm import checkpoint
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import LMSpec, check_cache, parse_lm_spec
+from ellm.lm.config import adopt_config_key
 from ellm.methods import Method, resolve_method
 from ellm.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
 from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
@@ -126,6 +127,9 @@ def validate(cfg: DictConfig) -> RunSpec:
     agent = agent_options(cfg)
     agent.check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep, batch_size=cfg.batch_size)
     lm = check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
+    if adopt_config_key(cfg.env_spec.lm_spec):
+        log.warning("env_spec.lm_spec.openai_key in a config file is deprecated: it lands in "
+                    "the run's saved config; export OPENAI_API_KEY instead")
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -135,7 +139,7 @@ def validate(cfg: DictConfig) -> RunSpec:
         # The original README's Housekeep guided-exploration command passes it with no snapshot.
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
-    game.validate(cfg)
+    game.validate(cfg, lm)
     method = resolve_method(cfg, game)
     device = resolve_device(cfg.device)
     check_precision(cfg.precision, device)

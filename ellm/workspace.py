@@ -101,14 +101,15 @@ class Workspace:
         cfg, game = self.cfg, self.game
         # Every process holds a share of the LM budget the run's earlier parts left.
         processes = self.num_actors + 1 if self.num_actors > 1 else 1
+        lm = self.spec.lm
         if processes > 1 or self.lm_spent_before:
-            cfg = lm_budget_share(cfg, processes, self.lm_spent_before)
-        parts = rollout_parts(cfg, game, self.method, self.device,
+            lm = lm_budget_share(lm, processes, self.lm_spent_before)
+        parts = rollout_parts(cfg, game, self.method, lm, self.device,
                               cfg.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
         self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
         eval_env = game.make_env(cfg, cfg.seed + 1)
-        eval_goals, eval_rewards = game.goals(cfg, self.embedder, self.method.goal_reward)
+        eval_goals, eval_rewards = game.goals(cfg, lm, self.embedder, self.method.goal_reward)
         self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,
@@ -352,9 +353,8 @@ class Workspace:
                  self.episode)
         if self.lm_spent_before:
             log.info("LM budget: $%.4f spent before this resumption, $%.4f left of $%.2f",
-                     self.lm_spent_before, max(0.0, float(self.cfg.env_spec.lm_spec.budget) -
-                                               self.lm_spent_before),
-                     float(self.cfg.env_spec.lm_spec.budget))
+                     self.lm_spent_before, max(0.0, self.spec.lm.budget - self.lm_spent_before),
+                     self.spec.lm.budget)
         text = getattr(self.agent, "text", None)
         saved = checkpoint.resolve(self.cfg.snapshot_path, "snapshot_path").with_name(
             checkpoint.EMBEDDINGS_NAME)

@@ -4,6 +4,7 @@ through ``python train.py`` with tiny budgets; the counting and sharing pieces i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -77,12 +78,13 @@ def _config(*overrides: str):
 
 
 def test_each_process_gets_a_share_of_the_lm_budget_and_each_actor_its_own_worlds():
-    cfg = _config("env_spec.lm_spec.budget=3")
-    assert lm_budget_share(cfg, 3).env_spec.lm_spec.budget == pytest.approx(1.0)
+    lm = validate(_config("env_spec.lm_spec.budget=3")).lm
+    assert lm_budget_share(lm, 3).budget == pytest.approx(1.0)
     # a resumed run shares what its earlier parts left, and never less than nothing
-    assert lm_budget_share(cfg, 3, spent=1.5).env_spec.lm_spec.budget == pytest.approx(0.5)
-    assert lm_budget_share(cfg, 3, spent=4.0).env_spec.lm_spec.budget == 0.0
-    assert cfg.env_spec.lm_spec.budget == 3  # the run's config is left as it was
+    assert lm_budget_share(lm, 3, spent=1.5).budget == pytest.approx(0.5)
+    assert lm_budget_share(lm, 3, spent=4.0).budget == 0.0
+    assert lm.budget == 3  # the run's spec is left as it was
+    assert lm_budget_share(lm, 3) == dataclasses.replace(lm, budget=1.0)  # nothing else changes
     seeds = {actor_seed(seed, i) for seed in (1, 2) for i in range(4)}
     assert len(seeds) == 8
 

@@ -250,3 +250,31 @@ def test_the_agent_yaml_and_its_options_dataclass_agree(group, chosen):
               if f.default is not dataclasses.MISSING and block[name] != f.default}
     assert differ == {name: (value, fields[name].default) for name, value in chosen.items()}, \
         f"agent/{group}.yaml against {schema.__name__}: {differ}"
+
+
+@pytest.mark.parametrize("name", ["CrafterTextEnv-v2", "Housekeep-v2"])
+def test_the_goal_source_asks_the_parsed_lm_spec_not_the_raw_config(name):
+    """The LM spec is parsed once, by validate: a game builds its suggester from it."""
+    cfg = config(f"env_spec.name={name}", "env_spec.lm_spec.lm_class=SimpleOracle")
+    run = validate(cfg)
+    cfg.env_spec.lm_spec.lm_class = "BaselineModel"  # what a re-parse of the raw config would see
+    goals, _ = run.game.goals(cfg, run.lm, None, goal_reward=True)
+    suggester = goals.suggester
+    assert type(getattr(suggester, "answerer", suggester)).__name__ in (
+        "SimpleOracle", "GroundTruthAnswers")
+
+
+def test_a_config_files_legacy_key_reaches_a_client_built_from_the_parsed_spec(
+        tmp_path, monkeypatch):
+    from ellm.lm import build_client
+    from ellm.lm import config as lm_config
+
+    for env in ("OPENAI_API_KEY", lm_config.LEGACY_KEY_ENV):
+        monkeypatch.setenv(env, "")  # so that the test's end restores it, however it was set
+        monkeypatch.delenv(env)
+    run = validate(config("env_spec.lm_spec.lm_class=GPTLanguageModel",
+                          f"env_spec.lm_spec.cache_dir={tmp_path}",
+                          "+env_spec.lm_spec.openai_key=sk-from-a-config-file"))
+    assert "sk-from" not in repr(run.lm)  # the parsed spec holds no secret
+    client = build_client(run.lm)
+    assert client._openai is not None and client._openai.api_key == "sk-from-a-config-file"

@@ -148,12 +148,17 @@ def test_fixed_setting_oracle_keeps_to_the_upstream_rules():
 
 # ---------------------------------------------------------------- Novelty, goal text (rows 5, 9)
 
+def novelty_goals(cfg) -> tuple[str, ...]:
+    run = validate(cfg)
+    return run.game.goals(cfg, run.lm, None, True)[0].suggester.all_goals
+
+
 def test_v1_novelty_suggests_all_139_harder_action_names():
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel")
-    goals = validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals
+    goals = novelty_goals(cfg)
     assert len(goals) == 139 and goals == ACTION_SPACES["harder"]
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", "env_spec.name=CrafterTextEnv-v2")
-    assert validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals == GOOD_ACTIONS
+    assert novelty_goals(cfg) == GOOD_ACTIONS
 
 
 @pytest.mark.parametrize(("name", "choice", "expected"), [
@@ -163,7 +168,7 @@ def test_v1_novelty_suggests_all_139_harder_action_names():
 def test_novelty_goals_key_overrides_the_setting(name, choice, expected):
     cfg = config("env_spec.lm_spec.lm_class=BaselineModel", f"env_spec.name={name}",
                  f"env_spec.novelty_goals={choice}")
-    assert validate(cfg).game.goals(cfg, None, True)[0].suggester.all_goals == tuple(expected)
+    assert novelty_goals(cfg) == tuple(expected)
     with pytest.raises(ConfigError, match="env_spec.novelty_goals"):
         validate(config("env_spec.novelty_goals=some"))
 
@@ -178,7 +183,8 @@ def test_v1_goal_string_joins_goals_with_spaces():
 
 def test_crafter_reward_v1_shows_the_agent_no_goal():
     cfg = config("env_spec.name=CrafterReward-v1")
-    source, rewards = validate(cfg).game.goals(cfg, None, goal_reward=False)
+    run = validate(cfg)
+    source, rewards = run.game.goals(cfg, run.lm, None, goal_reward=False)
     assert rewards == []
     env = blank_env("CrafterReward-v1")
     env.world.add(objects.Cow(env.world, at(env, 1, 0)))

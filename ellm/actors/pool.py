@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -12,12 +13,13 @@ from typing import Any, Self
 
 import numpy as np
 import torch.multiprocessing as mp
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
 from ellm.actors.shared import STARTING, Shared, SharedPolicy
 from ellm.actors.worker import ActorSpec, actor_main
 from ellm.config import RunSpec
+from ellm.lm import LMSpec
 from ellm.lm.watch import signal_name
 
 log = logging.getLogger(__name__)
@@ -34,11 +36,9 @@ def actor_seed(seed: int, index: int, *more: int) -> int:
     return int(np.random.SeedSequence([seed, index, *more]).generate_state(1)[0] % 2**31)
 
 
-def lm_budget_share(cfg: DictConfig, parts: int, spent: float = 0.0) -> DictConfig:
-    """``cfg`` with an equal share of the LM budget left: every process holds its own ledger."""
-    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    out.env_spec.lm_spec.budget = max(0.0, float(cfg.env_spec.lm_spec.budget) - spent) / parts
-    return out
+def lm_budget_share(lm: LMSpec, parts: int, spent: float = 0.0) -> LMSpec:
+    """``lm`` with an equal share of the LM budget left: every process holds its own ledger."""
+    return dataclasses.replace(lm, budget=max(0.0, lm.budget - spent) / parts)
 
 
 def _log_file() -> str | None:
@@ -59,10 +59,10 @@ class ActorPool:
         self.policy = SharedPolicy(self.context, state)
         self.shared = Shared(self.context, num_actors, frame, decay_from)
         cfg = run.cfg
-        config = OmegaConf.to_container(lm_budget_share(cfg, num_actors + 1, lm_spent),
-                                        resolve=True)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        lm = lm_budget_share(run.lm, num_actors + 1, lm_spent)
         episodes = list(env_episodes) + [0] * num_actors
-        self.specs = [ActorSpec(i, config, run.method, run.agent, actor_seed(cfg.seed, i),
+        self.specs = [ActorSpec(i, config, run.method, run.agent, lm, actor_seed(cfg.seed, i),
                                 actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
                                 2 * CHUNK_STEPS, _log_file())
                       for i in range(num_actors)]

@@ -25,6 +25,7 @@ from ellm.build import add_guide, make_agent, rollout_parts
 from ellm.checkpoint import seed_everything
 from ellm.collect import EpisodeEnd
 from ellm.games import EpisodeCounted, find_game
+from ellm.lm import LMSpec
 from ellm.lm.watch import die_with_parent
 from ellm.methods import Method
 from ellm.timing import Timer
@@ -40,6 +41,7 @@ class ActorSpec:
     config: dict[str, Any]
     method: Method
     agent: Any
+    lm: LMSpec  # the actor's share of the run's LM budget
     env_seed: int
     seed: int
     env_episodes: int
@@ -100,7 +102,7 @@ class Actor:
         game, method = find_game(cfg.env_spec.name), spec.method
         seed_everything(spec.seed)
         cpu = torch.device("cpu")
-        parts = rollout_parts(cfg, game, method, cpu, spec.env_seed)
+        parts = rollout_parts(cfg, game, method, spec.lm, cpu, spec.env_seed)
         if isinstance(parts.env, EpisodeCounted):
             parts.env.episode_count = spec.env_episodes
         self.rollout = parts.rollout(cfg.frame_stack)

@@ -17,6 +17,7 @@ from ellm.games.crafter import CrafterGame
 from ellm.games.housekeep import HousekeepGame
 from ellm.games.report import GameReport
 from ellm.goals import Goals
+from ellm.lm import LMSpec
 from ellm.reward import StepReward
 
 
@@ -29,8 +30,9 @@ class Game(Protocol):
     report: GameReport
     stats_writer: Callable[..., Any]
 
-    def validate(self, cfg: DictConfig) -> None:
-        """Raise :class:`ConfigError` naming the key for any of its settings that cannot work."""
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
+        """Raise :class:`ConfigError` naming the key for any of its settings that cannot work
+        (``lm``: the run's ``env_spec.lm_spec``, parsed)."""
 
     def make_env(self, cfg: DictConfig, seed: int) -> gym.Env:
         """An env whose infos carry ``discount``, ``effective_success`` and ``episode_stats``."""
@@ -44,9 +46,10 @@ class Game(Protocol):
     def needs_embedder(self, cfg: DictConfig) -> bool:
         """True when its goal reward compares sentences with SBERT."""
 
-    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
-        """A goal source and the per-step rewards on it; a new pair for each rollout."""
+        """A goal source asking ``lm`` and the per-step rewards on it; a new pair for each
+        rollout."""
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         """Every goal the Novelty baseline suggests."""

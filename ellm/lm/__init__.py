@@ -36,9 +36,9 @@ __all__ = [
 log = logging.getLogger("ellm.lm")
 
 
-def _spec_with(lm_spec: Mapping[str, Any], cache_dir: str | Path | None,
+def _spec_with(lm_spec: LMSpec | Mapping[str, Any], cache_dir: str | Path | None,
                base_url: str | None) -> LMSpec:
-    spec = parse_lm_spec(lm_spec)
+    spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
     if cache_dir is not None:
         spec = dataclasses.replace(spec, cache_dir=str(cache_dir))
     if base_url is not None:
@@ -61,26 +61,29 @@ def check_cache(lm_spec: Mapping[str, Any] | LMSpec) -> None:
         cache.close()
 
 
-def build_client(lm_spec: Mapping[str, Any], *, cache_dir: str | Path | None = None,
+def build_client(lm_spec: LMSpec | Mapping[str, Any], *, cache_dir: str | Path | None = None,
                  base_url: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> LMClient:
-    """The cached, budgeted API client of ``lm_spec`` (also Housekeep's yes/no queries)."""
+    """The cached, budgeted API client of ``lm_spec`` (also Housekeep's yes/no queries): a
+    parsed spec (a run's, parsed once) or a raw mapping. The key comes from the environment,
+    or from a raw mapping's deprecated ``openai_key``."""
     spec = _spec_with(lm_spec, cache_dir, base_url)
-    if lm_spec.get("openai_key"):
+    raw = {} if isinstance(lm_spec, LMSpec) else lm_spec
+    if raw.get("openai_key"):
         log.warning("env_spec.lm_spec.openai_key is deprecated: it lands in Hydra's saved "
                     "overrides; export OPENAI_API_KEY instead")
     cache = _cache_of(spec)
-    return LMClient(spec, api_key=resolve_api_key(lm_spec, spec.base_url), cache=cache,
+    return LMClient(spec, api_key=resolve_api_key(raw, spec.base_url), cache=cache,
                     sleep=sleep)
 
 
-def build_suggester(lm_spec: Mapping[str, Any], *, all_goals: Sequence[str],
+def build_suggester(lm_spec: LMSpec | Mapping[str, Any], *, all_goals: Sequence[str],
                     cache_dir: str | Path | None = None, base_url: str | None = None,
                     sleep: Callable[[float], None] = time.sleep,
                     paper_setting: bool = True,
                     synonyms: Mapping[str, str] | None = None,
                     goal_vocabulary: Sequence[str] | None = None) -> GoalSuggester:
-    """The goal suggester named by ``lm_spec["lm_class"]``; ValueError on any invalid key."""
+    """The goal suggester ``lm_spec.lm_class`` names; ValueError on any invalid raw key."""
     spec = _spec_with(lm_spec, cache_dir, base_url)
     common = {"novelty_bonus": spec.novelty_bonus, "max_num_goals": spec.max_num_goals,
               "synonyms": synonyms}

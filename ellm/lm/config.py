@@ -206,6 +206,17 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
 LEGACY_KEY_ENV = "ELLM_LEGACY_OPENAI_KEY"
 
 
+def adopt_config_key(raw: Mapping[str, Any]) -> bool:
+    """A deprecated ``openai_key`` set in a config file goes where train.py puts one given on
+    the command line, so that clients built from the parsed spec (which holds no secret) find
+    it; True if there was one."""
+    key = raw.get("openai_key")
+    if not key:
+        return False
+    os.environ.setdefault(LEGACY_KEY_ENV, str(key))
+    return True
+
+
 def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
     """The API key for the endpoint, or None. ``OPENAI_API_KEY`` is never sent to another host."""
     env = "OPENAI_API_KEY" if is_openai_endpoint(base_url) else "ELLM_LM_API_KEY"

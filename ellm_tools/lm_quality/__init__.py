@@ -31,7 +31,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import CheckpointError
-from ellm.config import redacted, validate
+from ellm.config import RunSpec, redacted, validate
 from ellm.lm import LMConfigError, SimpleOracle, parse_lm_spec
 from ellm_tools.lm_quality import score
 from ellm_tools.lm_quality.states import sample_crafter_states, sample_housekeep_questions
@@ -78,9 +78,9 @@ def _own_args(argv: list[str]) -> tuple[int, Path, list[str]]:
     return states, out, overrides
 
 
-def compose_config(overrides: list[str], out: Path) -> tuple[DictConfig, Any]:
+def compose_config(overrides: list[str], out: Path) -> RunSpec:
     """``config.yaml`` with ``overrides`` and the answer cache in ``out/lm_cache`` unless one is
-    configured, validated as ``train.py`` does (which opens that cache); (config, game)."""
+    configured, validated as ``train.py`` does (which opens that cache)."""
     try:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             cfg = compose("config", overrides=overrides)
@@ -94,7 +94,7 @@ def compose_config(overrides: list[str], out: Path) -> tuple[DictConfig, Any]:
                         "waits for its answer, so it measures with blocking=true (training "
                         "overrides are otherwise kept)")
             cfg = OmegaConf.merge(cfg, {"env_spec": {"lm_spec": {"blocking": True}}})
-        return cfg, validate(cfg).game
+        return validate(cfg)
     except (HydraException, CheckpointError) as err:
         raise ValueError(str(err)) from err
 
@@ -104,9 +104,9 @@ def prepare(overrides: list[str], out: Path) -> tuple[DictConfig, Any, Any]:
     it, with the answer cache in ``out/lm_cache`` unless one is configured. Raises ValueError
     (a bad key or value, a cache that cannot be used) or LMConfigError (the endpoint refused
     the configuration)."""
-    cfg, game = compose_config(overrides, out)
-    goals, _ = game.goals(cfg, None, goal_reward=True)  # the goal source training asks
-    return cfg, game, goals.suggester
+    run = compose_config(overrides, out)
+    goals, _ = run.game.goals(run.cfg, run.lm, None, goal_reward=True)  # as training asks
+    return run.cfg, run.game, goals.suggester
 
 
 def label(cfg: DictConfig, suggester: Any) -> str:

@@ -16,7 +16,7 @@ from ellm.games.crafter.goals import CrafterGoalReward, text_state
 from ellm.games.crafter.task import SINGLE_TASKS, SingleTaskReward, TaskGoals, TaskReward
 from ellm.games.report import GameReport
 from ellm.goals import Goals, NoGoals, SuggestedGoals, goal_text
-from ellm.lm import build_suggester
+from ellm.lm import LMSpec, build_suggester
 from ellm.reward import GoalReward, StepReward
 from ellm.schema import one_of, parse, valid
 from text_crafter import (
@@ -57,7 +57,7 @@ class CrafterGame:
                         success_rates=success_rates, score=crafter_score)
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
-    def validate(self, cfg: DictConfig) -> None:
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
         parse(CrafterOptions, cfg.env_spec, "env_spec.")
 
     def make_env(self, cfg: DictConfig, seed: int):
@@ -94,7 +94,7 @@ class CrafterGame:
         return [name for name in ACTION_SPACES[cfg.env_spec.action_space_type]
                 if name in GOOD_ACTIONS and name not in _NOT_GOALS]
 
-    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
         """The goal source and, with ``goal_reward``, ELLM's per-step reward on it: the LM's
         goals (or a single task's) paid by :class:`CrafterGoalReward` (or the task). Without the
@@ -107,7 +107,7 @@ class CrafterGame:
         paper = self.paper_setting(cfg)
         if not goal_reward and (not cfg.use_goal or (paper and self.extrinsic(cfg))):
             return NoGoals(), []
-        suggester = build_suggester(spec.lm_spec, all_goals=self.novelty_goals(cfg),
+        suggester = build_suggester(lm, all_goals=self.novelty_goals(cfg),
                                     paper_setting=paper, synonyms=SYNONYMS,
                                     goal_vocabulary=self.goal_vocabulary(cfg))
         goals = SuggestedGoals(suggester, text_state)

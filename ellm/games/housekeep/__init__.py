@@ -21,7 +21,7 @@ from ellm.games.housekeep.method import (
 )
 from ellm.games.report import GameReport
 from ellm.goals import Goals, NoGoals, goal_text
-from ellm.lm import parse_lm_spec
+from ellm.lm import LMSpec
 from ellm.reward import StepReward
 from ellm.schema import integer, is_int, one_of, parse, valid
 from text_crafter import StatsWriter  # Housekeep's episodes use Crafter's stats.jsonl format
@@ -64,14 +64,13 @@ class HousekeepGame:
                                        "place_success", "soft_score"))
     stats_writer = StatsWriter
 
-    def validate(self, cfg: DictConfig) -> None:
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
         spec = cfg.env_spec
 
         def bad(key: str, why: str) -> ConfigError:
             return ConfigError(f"env_spec.{key}={OmegaConf.select(spec, key)!r} is invalid: {why}")
 
         parse(HousekeepOptions, spec, "env_spec.")
-        lm = parse_lm_spec(spec.lm_spec)  # already checked by ellm.config.validate
         if not lm.blocking and lm.lm_class == "GPTLanguageModel" and not lm.dummy_lm:
             raise bad("lm_spec.blocking", "Housekeep's yes/no queries always wait for their "
                       "answer; the non-blocking mode exists for Crafter's goal suggestions")
@@ -120,14 +119,14 @@ class HousekeepGame:
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         return ()  # the Novelty suggester enumerates the (object, receptacle) pairs it sees
 
-    def goals(self, cfg: DictConfig, embedder: Any, goal_reward: bool
+    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
         """The LM's placements and, with ``goal_reward``, ELLM's reward on them; without it no
         goal is suggested (an agent reading Housekeep goals learns from them)."""
         if not goal_reward:
             return NoGoals(), []
         paper = self.paper_setting(cfg)
-        goals = HousekeepGoals(build_housekeep_suggester(cfg.env_spec.lm_spec, per_class=paper))
+        goals = HousekeepGoals(build_housekeep_suggester(lm, per_class=paper))
         bonus = goals.suggester.novelty_bonus
         return goals, [HousekeepGoalReward(paper_setting=paper, novelty_bonus=bonus)]
 

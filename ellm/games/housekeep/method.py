@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ellm.lm import LMCounters, build_client, parse_lm_spec
+from ellm.lm import LMCounters, LMSpec, build_client, parse_lm_spec
 from ellm.lm.base import truncate
 from ellm.lm.client import LMClient
 from ellm.reward import Scored, StepData
@@ -249,10 +249,10 @@ class HousekeepGoalReward:
         return {"goal_matches": float(self.matches)}
 
 
-def build_housekeep_suggester(lm_spec: Mapping[str, Any], *,
+def build_housekeep_suggester(lm_spec: LMSpec | Mapping[str, Any], *,
                               per_class: bool = False) -> HousekeepSuggester:
-    """The suggester named by ``lm_spec["lm_class"]`` (aliases accepted)."""
-    spec = parse_lm_spec(lm_spec)
+    """The suggester ``lm_spec.lm_class`` names (a raw mapping's aliases accepted)."""
+    spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
     answerer: Answerer | None
     if spec.lm_class == "SimpleOracle":
         answerer = GroundTruthAnswers()
