@@ -59,13 +59,22 @@ def rollout_parts(cfg: DictConfig, game: Game, method: Method, lm: LMSpec,
         embedder = SentenceEmbedder(cfg.sbert_model, device=str(device))
     if env is None:
         return RolloutParts(None, None, [], inputs, embedder, game.covered)
+    goals, rewards = goal_source(cfg, game, method, lm, embedder)
+    return RolloutParts(env, goals, [*rewards, *game_reward(cfg, method)], inputs, embedder,
+                        game.covered)
+
+
+def goal_source(cfg: DictConfig, game: Game, method: Method, lm: LMSpec,
+                embedder: Any) -> tuple[Goals, list[StepReward]]:
+    """A rollout's goal source and the per-step rewards every rollout of the run sums: the
+    game's goal reward (when the method learns from it), then the method's own."""
     goals, rewards = game.goals(cfg, lm, embedder, method.goal_reward)
-    rewards = [*rewards, *game_reward(cfg, method)]
-    return RolloutParts(env, goals, rewards, inputs, embedder, game.covered)
+    return goals, [*rewards, *method.rewards(cfg)]
 
 
 def game_reward(cfg: DictConfig, method: Method) -> list[StepReward]:
-    """The game reward among the per-step rewards, when the method uses it."""
+    """The game reward among the training rollout's per-step rewards, when the method uses it
+    (evaluation reports the game's reward apart)."""
     weight = method.game_weight(cfg)
     return [] if weight is None else [GameReward(weight)]
 
@@ -95,4 +104,5 @@ def add_guide(agent: Any, cfg: DictConfig, **kwargs: Any) -> None:
              cfg.other_model_prob)
 
 
-__all__ = ["RolloutParts", "add_guide", "game_reward", "make_agent", "rollout_parts"]
+__all__ = ["RolloutParts", "add_guide", "game_reward", "goal_source", "make_agent",
+           "rollout_parts"]

@@ -6,15 +6,20 @@ its commands keep their meaning; one that contradicts an explicit ``method`` is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
+from ellm.reward import StepReward
 
 DEFAULT_METHOD: Final = "ellm"
+
+
+def no_rewards(cfg: DictConfig) -> Sequence[StepReward]:
+    return ()
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,9 @@ class Method:
     goal_reward: bool
     game_reward: bool  # ... from the game reward (always for extrinsic and random; else with use_extr_rew=True)
     learns: bool = True
+    # Its own per-step rewards, new ones for each rollout (a module-level function: actors
+    # receive the Method pickled).
+    rewards: Callable[[DictConfig], Sequence[StepReward]] = no_rewards
 
     def game_weight(self, cfg: DictConfig) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""

@@ -21,7 +21,7 @@ import ellm
 from ellm import checkpoint, interrupt
 from ellm.actors import ActorCollector, ActorLMCounters, ActorPool, lm_budget_share
 from ellm.agent import mean_metrics
-from ellm.build import add_guide, make_agent, rollout_parts
+from ellm.build import add_guide, goal_source, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
 from ellm.config import resolve_threads, resolve_workers, run_config, validate
@@ -109,7 +109,7 @@ class Workspace:
         self.inputs, self.embedder = parts.inputs, parts.embedder
         self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
         eval_env = game.make_env(cfg, cfg.seed + 1)
-        eval_goals, eval_rewards = game.goals(cfg, lm, self.embedder, self.method.goal_reward)
+        eval_goals, eval_rewards = goal_source(cfg, game, self.method, lm, self.embedder)
         self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from ellm.embed import SentenceEmbedder
 from ellm.games.crafter.goals import CrafterGoalReward, text_state
 from ellm.games.crafter.task import TASK_CHAINS, SingleTaskReward, TaskGoals, TaskReward
 from ellm.goals import SuggestedGoals, goal_text
 from ellm.lm import build_suggester
-from ellm.reward import GameReward, GoalReward, StepData
+from ellm.reward import GameReward, GoalReward, Scored, StepData
 from text_crafter import GOOD_ACTIONS, SYNONYMS
 
 
@@ -177,3 +178,56 @@ def test_embedder_embeds_each_string_once(embedder):
     assert np.allclose(embedder.embed(["unique goal xyz"]),
                        embedder.model.encode(["unique goal xyz"], normalize_embeddings=True),
                        atol=1e-5)
+
+
+class StepCount:
+    """A method's own per-step reward: the number of the step in its episode."""
+
+    name, per_step = "count", True
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self) -> None:
+        self.t = 0
+
+    def step(self, data: StepData) -> Scored:
+        self.t += 1
+        return Scored(float(self.t))
+
+    def episode_metrics(self) -> dict[str, float]:
+        return {"count_steps": float(self.t)}
+
+
+def count_rewards(cfg) -> list[StepCount]:
+    return [StepCount()]
+
+
+def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward():
+    """``Method.rewards`` (docs/games.md, "Adding a method"): built afresh for each rollout,
+    summed with the game reward into the reward the replay stores, reported by its name."""
+    import pickle
+
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from ellm.build import goal_source, rollout_parts
+    from ellm.config import validate
+    from ellm.methods import Method
+
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2",
+                                           "use_extr_rew=True"])
+    run = validate(cfg)
+    count = Method("count", goal_reward=False, game_reward=False, rewards=count_rewards)
+    assert pickle.loads(pickle.dumps(count)) == count  # actors receive it pickled
+    parts = rollout_parts(cfg, run.game, count, run.lm, torch.device("cpu"), env_seed=1)
+    assert [r.name for r in parts.rewards] == ["count", "game"]
+    rollout = parts.rollout(cfg.frame_stack)
+    rollout.reset()
+    steps = [rollout.step(lambda inputs: 0) for _ in range(3)]
+    assert [s.reward for s in steps] == [t + s.game_reward for t, s in zip((1, 2, 3), steps)]
+    summary = rollout.summary()
+    assert summary["return/count"] == 6.0 and summary["count_steps"] == 3.0
+    _, eval_rewards = goal_source(cfg, run.game, count, run.lm, None)
+    assert [r.name for r in eval_rewards] == ["count"] and eval_rewards[0] is not parts.rewards[0]
