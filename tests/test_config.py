@@ -278,3 +278,24 @@ def test_a_config_files_legacy_key_reaches_a_client_built_from_the_parsed_spec(
     assert "sk-from" not in repr(run.lm)  # the parsed spec holds no secret
     client = build_client(run.lm)
     assert client._openai is not None and client._openai.api_key == "sk-from-a-config-file"
+
+
+def test_config_yaml_and_the_lm_spec_dataclass_have_the_same_defaults():
+    """A tool or test that builds a client from a partial mapping gets what train.py gets."""
+    import dataclasses
+    import json
+
+    from ellm.lm import LMSpec, parse_lm_spec
+
+    assert parse_lm_spec(config().env_spec.lm_spec) == LMSpec()
+    for name, value in dataclasses.asdict(LMSpec()).items():
+        # every default documented in docs/lm.md's table, as it is
+        written = (str(value).lower() if isinstance(value, bool) else
+                   "null" if value is None else value)
+        if name == "max_num_goals":
+            written = "all"
+        doc = (ROOT / "docs" / "lm.md").read_text()
+        table = doc[doc.index("## Configuration keys"):doc.index("## Secrets")]
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{name}` |"))
+        cell = row.split("|")[2].strip().strip("`")
+        assert cell in (str(written), json.dumps(written)), (name, cell, written)

@@ -31,7 +31,8 @@ PREFIX: Final = "env_spec.lm_spec"
 
 @dataclass(frozen=True)
 class LMSpec:
-    """Validated ``env_spec.lm_spec`` (defaults = docs/lm.md). Holds no secret."""
+    """Validated ``env_spec.lm_spec``; its defaults are config.yaml's (a test holds them equal)
+    and docs/lm.md's. Holds no secret."""
 
     lm_class: str = "SimpleOracle"
     lm: str = DEFAULT_MODEL
@@ -40,7 +41,7 @@ class LMSpec:
     temperature: float = 0.1
     max_tokens: int = 200
     stop: str | None = "\n\n"
-    budget: float = 10.0
+    budget: float = 1.0
     openai_org: str | None = None
     max_num_goals: int | None = None
     dummy_lm: bool = False
@@ -48,7 +49,7 @@ class LMSpec:
     novelty_bonus: bool = True
     base_url: str | None = None
     endpoint: str = "chat"
-    timeout: float = 20.0
+    timeout: float = 30.0
     max_retries: int = 3
     backoff: float = 1.0
     max_backoff: float = 30.0
