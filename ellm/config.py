@@ -21,7 +21,7 @@ from ellm.lm import LMSpec, check_cache, parse_lm_spec
 from ellm.lm.config import adopt_config_key
 from ellm.methods import Method, resolve_method
 from ellm.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
-from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, probability, valid
+from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
@@ -52,7 +52,8 @@ UNSUPPORTED = {
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Top-level keys of ``config.yaml`` (documented there)."""
+    """Top-level keys of ``config.yaml`` (documented there) that the agent block does not
+    take."""
 
     num_train_frames: int = integer(0)
     num_seed_frames: int = integer(0)
@@ -73,12 +74,8 @@ class RunOptions:
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
-    lr: float = valid("a positive number", lambda v: is_num(v) and v > 0)
-    other_model_prob: float = probability()
-    use_language_state: str | None = one_of(None, "sbert")
-    finetune_settings: str = one_of("train_all", "linear", "critic")
-    use_goal: bool = boolean()
-    use_image: bool = boolean()
+    # lr, other_model_prob, use_language_state, finetune_settings, use_goal and use_image are
+    # the agent's options (agent.x: ${x}), checked once, there, under these names.
     use_tb: bool = boolean()
     use_wandb: bool = boolean()
     save_snapshot: bool = boolean()
@@ -202,8 +199,15 @@ def _agent_schema(cfg: DictConfig) -> type:
 
 
 def agent_options(cfg: DictConfig) -> Any:
-    """The ``agent`` block parsed by the options dataclass of its class."""
-    return parse(_agent_schema(cfg), cfg.agent, "agent.")
+    """The ``agent`` block parsed by the options dataclass of its class; a bad value that
+    ``agent.x: ${y}`` takes from a top-level key is reported under the key the user sets, y."""
+    keys = {}
+    for name in cfg.agent:
+        if OmegaConf.is_interpolation(cfg.agent, name):
+            source = str(cfg.agent._get_node(name)._value())  # "${use_goal}"
+            if source.startswith("${") and source.endswith("}") and source.count("$") == 1:
+                keys[str(name)] = source[2:-1]
+    return parse(_agent_schema(cfg), cfg.agent, "agent.", keys)
 
 
 def resolve_device(device: Any) -> torch.device:

@@ -58,11 +58,13 @@ def one_of(*choices: Any, default: Any = MISSING) -> Any:
     return valid(f"one of {', '.join(map(str, choices))}", lambda v: v in choices, default)
 
 
-def parse(schema: type, node: Any, prefix: str = "") -> Any:
-    """An instance of ``schema`` from a config node, every field checked; errors name the key."""
+def parse(schema: type, node: Any, prefix: str = "",
+          keys: Mapping[str, str] | None = None) -> Any:
+    """An instance of ``schema`` from a config node, every field checked; errors name the key
+    (``keys``: the key to name for a field whose value the user sets elsewhere)."""
     values = {}
     for f in dataclasses.fields(schema):
-        key = f"{prefix}{f.name}"
+        key = (keys or {}).get(f.name, f"{prefix}{f.name}")
         if f.default is not MISSING and f.name not in node:
             values[f.name] = f.default
             continue

@@ -299,3 +299,27 @@ def test_config_yaml_and_the_lm_spec_dataclass_have_the_same_defaults():
         row = next(line for line in table.splitlines() if line.startswith(f"| `{name}` |"))
         cell = row.split("|")[2].strip().strip("`")
         assert cell in (str(written), json.dumps(written)), (name, cell, written)
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("use_goal=maybe", "use_goal='maybe'"),
+    ("use_image=1", "use_image=1"),
+    ("lr=-1", "lr=-1"),
+    ("other_model_prob=2", "other_model_prob=2"),
+    ("use_language_state=bert", "use_language_state='bert'"),
+    ("finetune_settings=all", "finetune_settings='all'"),
+    ("agent.use_goal=maybe", "agent.use_goal='maybe'"),
+])
+def test_an_agent_key_set_at_top_level_is_checked_once_and_named_as_typed(override, named):
+    """The six top-level keys the agent block takes (agent.x: ${x}) are the agent's options:
+    checked there, once, and a bad value is named by the key the user set."""
+    import dataclasses
+
+    from ellm.config import RunOptions
+
+    with pytest.raises(ConfigError) as err:
+        validate(config(override))
+    assert str(err.value).startswith(f"{named} is invalid: expected")
+    top_level = {f.name for f in dataclasses.fields(RunOptions)}
+    assert not top_level & {"use_goal", "use_image", "lr", "other_model_prob",
+                            "use_language_state", "finetune_settings"}
