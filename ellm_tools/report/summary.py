@@ -229,7 +229,8 @@ def _diagnostics(report: Report) -> list[str]:
     collapse = (f"Per episode: *action entropy* (nats) of the distribution of its actions, *top "
                 f"action share* of its most frequent action, *no-op share* of the actions the "
                 f"game says had no effect; {span}. A policy collapsed onto one action has "
-                f"entropy 0 and top share 1 (uniformly random over 139 actions: entropy 4.93).")
+                f"entropy 0 and top share 1; one uniformly random over n actions has entropy ln n "
+                f"(Crafter's 139 actions: 4.93).")
     exploration = (f"Per episode: *coverage*, how much of the world it reached (Crafter: "
                    f"distinct map cells the player stood on; Housekeep: distinct objects and "
                    f"receptacles picked or placed on), and *distinct captions*, how many "
