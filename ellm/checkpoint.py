@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,39 @@ EMBEDDINGS_NAME = "text_embeddings.npz"
 
 class CheckpointError(ValueError):
     """A checkpoint path or file that cannot be used."""
+
+
+@dataclass
+class RunCounters:
+    """Where a run is, which a snapshot restores with the agent: frames and episodes done, the
+    rewards summed and the frame they reached 1 (``train_after_reward`` and
+    ``decay_after_reward`` wait for it, as the original did), each actor's env episodes."""
+
+    frame: int = 0
+    episode: int = 0
+    cumulative_reward: float = 0.0
+    first_reward_frame: int | None = None
+    actor_env_episodes: list[int] = field(default_factory=list)
+
+    def count(self, reward: float) -> bool:
+        """One more frame and its reward; True at the frame the summed rewards reach 1."""
+        self.frame += 1
+        self.cumulative_reward += reward
+        if self.first_reward_frame is None and self.cumulative_reward >= 1:
+            self.first_reward_frame = self.frame
+            return True
+        return False
+
+    def meta(self) -> dict[str, Any]:
+        return {**asdict(self), "actor_env_episodes": list(self.actor_env_episodes)}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> RunCounters:
+        first = meta.get("first_reward_frame")
+        return cls(int(meta["frame"]), int(meta["episode"]),
+                   float(meta.get("cumulative_reward", 0.0)),
+                   None if first is None else int(first),
+                   [int(n) for n in meta.get("actor_env_episodes", [])])
 
 
 def save(path: str | Path, agent_state: dict[str, Any], meta: dict[str, Any]) -> Path:

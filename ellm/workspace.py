@@ -72,12 +72,7 @@ class Workspace:
         self._build_rollouts(keep)
         self._build_replay()
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
-        self.frame = self.episode = 0
-        # train_after_reward / decay_after_reward wait, as the original, for the summed rewards to
-        # reach 1.
-        self.cumulative_reward = 0.0
-        self.first_reward_frame: int | None = None
-        self.actor_env_episodes: list[int] = []
+        self.counters = checkpoint.RunCounters()
         if snapshot is not None and resuming:
             self._restore(*snapshot)
         elif snapshot is not None:
@@ -89,7 +84,7 @@ class Workspace:
         self.logger = Logger(
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
-            start_frame=self.frame)
+            start_frame=self.counters.frame)
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
                                                   keep_until=keep)
         self.last_eval: dict[str, float] = {}
@@ -163,8 +158,8 @@ class Workspace:
 
     def train(self) -> dict[str, float]:
         """Train to ``num_train_frames``; returns the last evaluation's metrics."""
-        cfg, timer, first_frame = self.cfg, Timer(), self.frame
-        self.progress = Progress(cfg.num_train_frames, self.frame, cfg.progress,
+        cfg, timer, first_frame = self.cfg, Timer(), self.counters.frame
+        self.progress = Progress(cfg.num_train_frames, self.counters.frame, cfg.progress,
                                  every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
         try:
             with logging_redirect_tqdm(), self._collector() as collector:
@@ -173,48 +168,52 @@ class Workspace:
         finally:
             drained = self.lm.close()
             if drained:
-                self.logger.log(drained, self.frame)
+                self.logger.log(drained, self.counters.frame)
             if (slow_lm := fallback_warning(self.lm.counts())) is not None:
                 log.warning(slow_lm)
             self.logger.close()
         self.wall_time = timer.elapsed()
-        log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.frame,
+        log.info("trained frames %d-%d in %.0f s wall time", first_frame, self.counters.frame,
                  self.wall_time)
         return self.last_eval
 
     @contextlib.contextmanager
     def _collector(self) -> Iterator[Collector]:
         """This process's rollout, or the actors' (started here, stopped on leaving)."""
+        counters = self.counters
         if self.num_actors == 1:
             yield LocalCollector(
-                self.rollout, lambda inputs: self.agent.act(inputs, self.frame, eval_mode=False))
+                self.rollout, lambda inputs: self.agent.act(inputs, counters.frame, eval_mode=False))
             return
-        with ActorPool(self.spec, self.num_actors, self.agent.policy_state(), frame=self.frame,
-                       decay_from=self.first_reward_frame, env_episodes=self.actor_env_episodes,
+        episodes = counters.actor_env_episodes
+        with ActorPool(self.spec, self.num_actors, self.agent.policy_state(), frame=counters.frame,
+                       decay_from=counters.first_reward_frame, env_episodes=episodes,
                        lm_spent=self.lm_spent_before) as pool:
-            self.actor_env_episodes += [0] * (self.num_actors - len(self.actor_env_episodes))
-            yield ActorCollector(pool, self.agent, self.goals, self.actor_env_episodes,
-                                 self.cfg.actor_sync_frames,
-                                 lambda: (self.frame, self.first_reward_frame))
+            episodes += [0] * (self.num_actors - len(episodes))
+            yield ActorCollector(pool, self.agent, self.goals, episodes, self.cfg.actor_sync_frames,
+                                 lambda: (counters.frame, counters.first_reward_frame))
         encoded, shipped = self.agent.text.embedding_counts()
         log.info("learner text embeddings: %d encoded here, %d shipped by the actors",
                  encoded, shipped)
 
     def _loop(self, collector: Collector) -> None:
         """Store and count each collected step, make the updates due, log and evaluate when due."""
-        if self.frame == 0 < self.cfg.num_train_frames:
+        if self.counters.frame == 0 < self.cfg.num_train_frames:
             self._evaluate()  # the untrained agent, as the original evaluates at step 0
         for source, start in collector.begin():
             self.storage.add_first(start, source)
-        window, done = LogWindow(self.frame), self._updates_due()
-        while self.frame < self.cfg.num_train_frames:
+        window, done = LogWindow(self.counters.frame), self._updates_due()
+        while self.counters.frame < self.cfg.num_train_frames:
             interrupt.check()
             got = collector.next(window.timer)
             if got.start is not None:
                 self.storage.add_first(got.start, got.source)
             self.storage.add(got.row, got.source)
-            self._count_frame(got.row.reward)
-            self._start_decay_on_first_reward()
+            if self.counters.count(got.row.reward) and self.agent.start_epsilon_decay(
+                    self.counters.frame):
+                log.info("rewards reached 1 at frame %d: epsilon starts decaying",
+                         self.counters.frame)
+            self.progress.update(self.counters.frame)
             # Updates due before the replay holds an episode are made once it does (possible with
             # actors), so every run keeps the configured ratio.
             while done < self._updates_due() and self.storage.num_episodes:
@@ -222,7 +221,7 @@ class Workspace:
                 done += 1
             if got.end is not None:
                 self._log_episode(got.end, window)
-                window = LogWindow(self.frame)
+                window = LogWindow(self.counters.frame)
                 if (start := collector.restart(got.source)) is not None:
                     self.storage.add_first(start, got.source)
             if self._eval_due():
@@ -230,8 +229,8 @@ class Workspace:
 
     def closing_message(self) -> str:
         """The end of a run in words: what was trained, how it did, where it is, what next."""
-        lines = [(f"Trained {self.method.name} on {self.cfg.env_spec.name} up to frame {self.frame} "
-                  f"({self.wall_time / 60:.1f} min of wall time).")]
+        lines = [(f"Trained {self.method.name} on {self.cfg.env_spec.name} up to frame "
+                  f"{self.counters.frame} ({self.wall_time / 60:.1f} min of wall time).")]
         if self.last_eval:
             n = self.cfg.num_eval_episodes
             lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
@@ -240,26 +239,14 @@ class Workspace:
                   f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)
 
-    def _count_frame(self, reward: float) -> None:
-        """One more frame, and its reward summed into the run's."""
-        self.frame += 1
-        self.cumulative_reward += reward
-        self.progress.update(self.frame)
-
-    def _start_decay_on_first_reward(self) -> None:
-        """train_after_reward / decay_after_reward start at the frame the summed rewards reach 1."""
-        if self.first_reward_frame is None and self.cumulative_reward >= 1:
-            self.first_reward_frame = self.frame
-            if self.agent.start_epsilon_decay(self.frame):
-                log.info("rewards reached 1 at frame %d: epsilon starts decaying", self.frame)
-
     def _updates_due(self) -> int:
         """Updates the configured ratio asks for by this frame."""
-        cfg = self.cfg
-        if not self.method.learns or (cfg.train_after_reward and self.first_reward_frame is None):
+        cfg, first = self.cfg, self.counters.first_reward_frame
+        if not self.method.learns or (cfg.train_after_reward and first is None):
             return 0
-        since = self.first_reward_frame if cfg.train_after_reward else 0
-        return updates_due(self.frame, cfg.num_seed_frames, cfg.agent.update_every_steps, since)
+        since = first if cfg.train_after_reward else 0
+        return updates_due(self.counters.frame, cfg.num_seed_frames, cfg.agent.update_every_steps,
+                           since)
 
     def _update(self, window: LogWindow) -> None:
         with window.timer("sample"):
@@ -267,24 +254,24 @@ class Workspace:
                 self._batches = DeviceBatches(iter(self.loader), self.device)
             batch = next(self._batches)
         with window.timer("update"):
-            for key, value in self.agent.update(batch, self.frame).items():
+            for key, value in self.agent.update(batch, self.counters.frame).items():
                 window.updates[key].append(value)
 
     def _log_episode(self, end: EpisodeEnd, window: LogWindow) -> None:
         """A training row: the episode, frames/s and each section's share of the time."""
-        self.episode += 1
-        end = replace(end, fps=(self.frame - window.frame) / window.timer.elapsed(),
+        self.counters.episode += 1
+        end = replace(end, fps=(self.counters.frame - window.frame) / window.timer.elapsed(),
                       times={**end.times, **window.timer.fractions()})
         summary, stats = end.summary, end.stats
         lm = self.lm.log_now()
-        self.train_stats.write({**stats, "frame": self.frame})
+        self.train_stats.write({**stats, "frame": self.counters.frame})
         self.logger.log({
             "train/episode_reward": summary["reward"],
             "train/episode_length": summary["length"],
             "train/game_reward": stats["reward"],
-            "train/episode": self.episode,
+            "train/episode": self.counters.episode,
             "train/fps": end.fps,
-            "train/epsilon": self.agent.epsilon(self.frame),
+            "train/epsilon": self.agent.epsilon(self.counters.frame),
             "train/buffer_size": self.storage.num_transitions,
             "train/updates": self.agent.num_updates,
             **{f"train/{k}": summary[k] for k in DIAGNOSTICS},
@@ -293,9 +280,10 @@ class Workspace:
             **{f"time/{k}": v for k, v in end.times.items()},
             **lm,
             **{f"train/{k}": v for k, v in mean_metrics(window.updates).items()},
-        }, self.frame)
+        }, self.counters.frame)
         kind = "game" if self.method.game_reward else "intrinsic"
-        status = f"eps {self.agent.epsilon(self.frame):.3f} | {kind} return {summary['reward']:.2f}"
+        status = (f"eps {self.agent.epsilon(self.counters.frame):.3f} | {kind} return "
+                  f"{summary['reward']:.2f}")
         if self.last_eval:
             key, label = self.game.headline
             status += f" | last eval {self.last_eval[key]:.2f} {label}"
@@ -303,16 +291,16 @@ class Workspace:
 
     def _eval_due(self) -> bool:
         every = self.cfg.eval_every_frames
-        return self.frame % every == 0 or self.frame >= self.cfg.num_train_frames
+        return self.counters.frame % every == 0 or self.counters.frame >= self.cfg.num_train_frames
 
     def _evaluate(self) -> None:
-        metrics = self.evaluator.run(self.agent, self.frame)
-        if self.frame >= self.cfg.num_train_frames:
+        metrics = self.evaluator.run(self.agent, self.counters.frame)
+        if self.counters.frame >= self.cfg.num_train_frames:
             self.lm.close()
-        self.logger.log({**metrics, **self.lm.log_now()}, self.frame)
+        self.logger.log({**metrics, **self.lm.log_now()}, self.counters.frame)
         if metrics:
             self.last_eval = metrics
-            log.info(self.game.summary(metrics, self.frame))
+            log.info(self.game.summary(metrics, self.counters.frame))
         if self.cfg.save_snapshot:
             self.save_snapshot()
 
@@ -323,15 +311,12 @@ class Workspace:
 
     def save_snapshot(self) -> Path:
         meta = {
-            "frame": self.frame, "episode": self.episode,
-            "first_reward_frame": self.first_reward_frame,
-            "cumulative_reward": self.cumulative_reward,
+            **self.counters.meta(),
             "method": self.method.name, "game": self.game.name,
             "config": self._config(),
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
             "rng": rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
-            "actor_env_episodes": list(self.actor_env_episodes),
             "lm_spent": self.lm.spent(),
             "lm_metrics": self.lm.counts(),
         }
@@ -342,15 +327,12 @@ class Workspace:
 
     def _restore(self, agent_state: dict[str, Any], meta: dict[str, Any]) -> None:
         self.agent.load_state_dict(agent_state)
-        self.frame, self.episode = int(meta["frame"]), int(meta["episode"])
-        self.first_reward_frame = meta.get("first_reward_frame")
-        self.cumulative_reward = float(meta.get("cumulative_reward", 0.0))
+        self.counters = checkpoint.RunCounters.from_meta(meta)
         set_rng_state(meta["rng"])
         for name, env in self._seeded_envs().items():  # new worlds, not the first ones again
             env.episode_count = meta.get("env_episodes", {}).get(name, 0)
-        self.actor_env_episodes = [int(n) for n in meta.get("actor_env_episodes", [])]
-        log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.frame,
-                 self.episode)
+        log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.counters.frame,
+                 self.counters.episode)
         if self.lm_spent_before:
             log.info("LM budget: $%.4f spent before this resumption, $%.4f left of $%.2f",
                      self.lm_spent_before, max(0.0, self.spec.lm.budget - self.lm_spent_before),

@@ -155,14 +155,14 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         def window(late: bool) -> Window:
             agent = ws.agent
             agent.hold_epsilon = not late  # held: train_eps_max; else past the decay
-            agent.decay_start = ws.frame - agent.options.train_eps_decay_steps
+            agent.decay_start = ws.counters.frame - agent.options.train_eps_decay_steps
             ws.evaluator.num_episodes = n if late else 0
             ws.cfg.save_snapshot = late
             ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)  # drop the open episode
-            ws.cfg.num_train_frames = ws.frame + frames
+            ws.cfg.num_train_frames = ws.counters.frame + frames
             evals, snaps = ws.evaluator.run, ws.save_snapshot
             e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
-            episodes = ws.episode
+            episodes = ws.counters.episode
             start = time.perf_counter()
             ws.train()
             seconds = time.perf_counter() - start
@@ -170,7 +170,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                 raise RuntimeError("the window ended without the run's evaluation call")
             k = n if late else 0
             length = (evals.last or {}).get("eval/episode_length", 0.0)
-            return Window(frames, seconds, ws.episode - episodes, k, evals.seconds - e0,
+            return Window(frames, seconds, ws.counters.episode - episodes, k, evals.seconds - e0,
                           length * k, snaps.calls - sc, snaps.seconds - s0)
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot

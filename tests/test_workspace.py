@@ -43,7 +43,7 @@ def test_checkpoint_round_trip_restores_agent_counters_and_random_streams(tmp_pa
 
     resumed = workspace(tmp_path / "run", "num_train_frames=100", "eval_every_frames=100",
                         f"snapshot_path={tmp_path / 'run'}")
-    assert (resumed.frame, resumed.episode) == (ws.frame, ws.episode)
+    assert resumed.counters == ws.counters and ws.counters.frame == 100
     saved, restored = ws.agent.state_dict(), resumed.agent.state_dict()
     flat_saved, flat_restored = _tensors(saved), _tensors(restored)
     assert flat_saved.keys() == flat_restored.keys()
@@ -81,7 +81,8 @@ class ActorsHere:
             self.writer.start(rollout.reset(), rollout)
             self.in_episode = True
         while True:
-            step = rollout.step(lambda inputs: self.ws.agent.act(inputs, self.ws.frame, False))
+            step = rollout.step(lambda inputs: self.ws.agent.act(inputs, self.ws.counters.frame,
+                                                                False))
             self.writer.add(step)
             if step.last or len(self.writer) == self.steps:
                 self.in_episode = not step.last
@@ -111,7 +112,7 @@ def test_the_actors_chunks_make_the_same_run_as_this_process(tmp_path, monkeypat
     @contextlib.contextmanager
     def collector():
         yield ActorCollector(here, actors.agent, ActorLMCounters(actors.eval_goals), [0], 100,
-                             lambda: (actors.frame, actors.first_reward_frame))
+                             lambda: (actors.counters.frame, actors.counters.first_reward_frame))
 
     monkeypatch.setattr(actors, "_collector", collector)
     actors.train()
@@ -135,3 +136,14 @@ def test_the_config_is_parsed_once_and_its_parts_taken_as_parsed(tmp_path):
     assert (ws.game, ws.method, ws.device) == (ws.spec.game, ws.spec.method, ws.spec.device)
     with pytest.raises(TypeError, match="agent_options"):  # one source of options, not two
         type(ws.agent)((4, 84, 84), 5, agent_options=ws.spec.agent, lr=1e-3)
+
+
+def test_run_counters_mark_the_frame_the_rewards_reach_one_and_round_trip_a_snapshot():
+    counters = checkpoint.RunCounters()
+    assert [counters.count(r) for r in (0.5, 0.0, 0.5, 1.0)] == [False, False, True, False]
+    assert (counters.frame, counters.first_reward_frame, counters.cumulative_reward) == (4, 3, 2.0)
+    counters.actor_env_episodes += [3, 1]
+    assert checkpoint.RunCounters.from_meta(counters.meta()) == counters
+    # a snapshot of an older version, before the optional counters were recorded
+    assert checkpoint.RunCounters.from_meta({"frame": 7, "episode": 2}) == checkpoint.RunCounters(
+        frame=7, episode=2)
