@@ -21,9 +21,11 @@ def is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def valid(expected: str, ok: Callable[[Any], bool], default: Any = MISSING) -> Any:
-    """A schema field: what a valid value is (words and test) and a missing key's default."""
-    return field(default=default, metadata={"expected": expected, "ok": ok})
+def valid(expected: str, ok: Callable[[Any], bool], default: Any = MISSING,
+          convert: Callable[[Any], Any] | None = None) -> Any:
+    """A schema field: what a valid value is (words and test) and a missing key's default;
+    ``convert`` first turns a given value into the field's type (raising on one it cannot)."""
+    return field(default=default, metadata={"expected": expected, "ok": ok, "convert": convert})
 
 
 def integer(low: int, default: Any = MISSING) -> Any:
@@ -68,13 +70,16 @@ def parse(schema: type, node: Any, prefix: str = "",
         if f.default is not MISSING and f.name not in node:
             values[f.name] = f.default
             continue
-        value = node.get(f.name)
+        given = value = node.get(f.name)
+        convert = f.metadata.get("convert")
         try:
+            if convert is not None:
+                value = convert(value)
             good = f.metadata["ok"](value)
-        except TypeError:
+        except (TypeError, ValueError, AttributeError):
             good = False
         if not good:
-            raise ConfigError(f"{key}={value!r} is invalid: expected {f.metadata['expected']}")
+            raise ConfigError(f"{key}={given!r} is invalid: expected {f.metadata['expected']}")
         values[f.name] = value
     return schema(**values)
 

@@ -659,8 +659,8 @@ def test_two_servers_of_one_model_share_answers_only_when_asked_to(server, tmp_p
 def test_cache_scope_is_checked():
     assert parse_lm_spec({}).cache_scope == "endpoint"
     assert parse_lm_spec({"cache_scope": "model"}).cache_scope == "model"
-    with pytest.raises(ValueError, match=r"env_spec.lm_spec.cache_scope must be one of "
-                                         r"endpoint, model, got 'global'"):
+    with pytest.raises(ValueError, match=r"env_spec.lm_spec.cache_scope='global' is invalid: "
+                                         r"expected one of endpoint, model"):
         parse_lm_spec({"cache_scope": "global"})
 
 

@@ -108,8 +108,8 @@ def test_the_key_is_auto_true_or_false(value, parsed):
 
 @pytest.mark.parametrize("bad", ["yes", 1, "strict", None])
 def test_a_bad_value_is_an_error_naming_the_key(bad):
-    with pytest.raises(ConfigError, match=r"env_spec\.lm_spec\.constrained must be one of "
-                                          r"auto, true, false"):
+    with pytest.raises(ConfigError, match=r"env_spec\.lm_spec\.constrained=.* is invalid: "
+                                          r"expected one of auto, true, false"):
         check_lm_spec({"constrained": bad})
 
 

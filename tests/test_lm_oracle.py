@@ -105,7 +105,7 @@ def test_baseline_suggests_unachieved_goals_and_turns_gate_off():
 
 
 def test_spec_validation_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"env_spec\.lm_spec\.lm_class 'Gpt'.*SimpleOracle"):
+    with pytest.raises(ValueError, match=r"env_spec\.lm_spec\.lm_class='Gpt' is invalid.*SimpleOracle"):
         build_suggester({"lm_class": "Gpt"}, all_goals=[], cache_dir=None)
     with pytest.raises(ValueError, match="prompt 'Fancy'.*BulletPrompt"):
         build_suggester({"lm_class": "GPTLanguageModel", "prompt": "Fancy", "dummy_lm": True},

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from ellm.errors import ConfigError
 from ellm.lm.pricing import is_openai_endpoint
+from ellm.schema import parse, valid
 
 LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
 LM_CLASS_ALIASES: Final = {
@@ -29,38 +31,126 @@ DEFAULT_MODEL: Final = "gpt-4o-mini"
 PREFIX: Final = "env_spec.lm_spec"
 
 
+def _text(v: Any) -> str:
+    """Text a request, a log line and a cache row can all carry (no lone surrogates)."""
+    if not isinstance(v, str):
+        raise TypeError(v)
+    v.encode("utf-8")  # a UnicodeEncodeError is a ValueError
+    return v
+
+
+def _optional_text(v: Any) -> str | None:
+    return None if v is None or v == "" else _text(v)
+
+
+def _model(v: Any) -> str:
+    name = _text(v).strip()
+    if not name:
+        raise ValueError(v)
+    return name
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise TypeError(v)
+    return float(v)
+
+
+def _integer(v: Any) -> int:
+    if isinstance(v, bool):
+        raise TypeError(v)
+    n = int(v)
+    if float(v) != n:
+        raise ValueError(v)
+    return n
+
+
+def _boolean(v: Any) -> bool:
+    """A boolean, or its spelling in text (``true``/``false``, any case)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    raise ValueError(v)
+
+
+def _all_or_integer(v: Any) -> int | None:
+    return None if v is None or (isinstance(v, str) and v.lower() == "all") else _integer(v)
+
+
+def _price_pair(v: Any) -> tuple[float, float] | None:
+    if v is None:
+        return None
+    price_in, price_out = (_float(x) for x in v)
+    return price_in, price_out
+
+
+def _choice(v: Any) -> str:
+    """``auto``, ``true`` or ``false`` in any case (YAML and Hydra turn true/false into
+    booleans)."""
+    return str(v).lower() if isinstance(v, (bool, str)) else v
+
+
+def _text_field(default: str | None) -> Any:
+    return valid("UTF-8 text or null", lambda v: True, default, _optional_text)
+
+
+def _number_field(default: float, low: float, unit: str = "") -> Any:
+    return valid(f"a number >= {low:g}{unit}", lambda v: math.isfinite(v) and v >= low, default,
+                 _float)
+
+
+def _integer_field(default: int, low: int) -> Any:
+    return valid(f"an integer >= {low}", lambda v: v >= low, default, _integer)
+
+
+def _boolean_field(default: bool) -> Any:
+    return valid("true or false", lambda v: isinstance(v, bool), default, _boolean)
+
+
+def _one_of_field(choices: tuple[str, ...], default: str) -> Any:
+    return valid(f"one of {', '.join(choices)}", lambda v: v in choices, default)
+
+
 @dataclass(frozen=True)
 class LMSpec:
-    """Validated ``env_spec.lm_spec``; its defaults are config.yaml's (a test holds them equal)
+    """Validated ``env_spec.lm_spec``: each field says what a valid value is (``ellm.schema``,
+    the style of every config block); its defaults are config.yaml's (a test holds them equal)
     and docs/lm.md's. Holds no secret."""
 
-    lm_class: str = "SimpleOracle"
-    lm: str = DEFAULT_MODEL
-    prompt: str = "BulletPrompt"
-    prompt_file: str | None = None
-    temperature: float = 0.1
-    max_tokens: int = 200
-    stop: str | None = "\n\n"
-    budget: float = 1.0
-    openai_org: str | None = None
-    max_num_goals: int | None = None
-    dummy_lm: bool = False
-    prob_threshold: float = 0.5
-    novelty_bonus: bool = True
-    base_url: str | None = None
-    endpoint: str = "chat"
-    timeout: float = 30.0
-    max_retries: int = 3
-    backoff: float = 1.0
-    max_backoff: float = 30.0
-    cache_dir: str | None = None
-    cache_only: bool = False
-    price: tuple[float, float] | None = None
-    strict_parsing: bool = False
-    blocking: bool = True
-    max_in_flight: int = 4
-    cache_scope: str = "endpoint"
-    constrained: str = "auto"
+    lm_class: str = valid(
+        f"one of {', '.join(LM_CLASSES)} (or the original's {', '.join(LM_CLASS_ALIASES)})",
+        lambda v: v in LM_CLASSES, "SimpleOracle", lambda v: LM_CLASS_ALIASES.get(v, v))
+    lm: str = valid("a model name (non-empty UTF-8 text)", lambda v: True, DEFAULT_MODEL, _model)
+    prompt: str = valid("a prompt name", lambda v: True, "BulletPrompt", str)
+    prompt_file: str | None = _text_field(None)
+    temperature: float = _number_field(0.1, 0)
+    max_tokens: int = _integer_field(200, 1)
+    stop: str | None = _text_field("\n\n")
+    budget: float = _number_field(1.0, 0, " (dollars)")
+    openai_org: str | None = _text_field(None)
+    max_num_goals: int | None = valid("all or an integer >= 1",
+                                      lambda v: v is None or v >= 1, None, _all_or_integer)
+    dummy_lm: bool = _boolean_field(False)
+    prob_threshold: float = valid("a probability in [0, 1]", lambda v: 0 <= v <= 1, 0.5, _float)
+    novelty_bonus: bool = _boolean_field(True)
+    base_url: str | None = _text_field(None)
+    endpoint: str = _one_of_field(ENDPOINTS, "chat")
+    timeout: float = _number_field(30.0, 0.001, " (seconds)")
+    max_retries: int = _integer_field(3, 0)
+    backoff: float = _number_field(1.0, 0, " (seconds)")
+    max_backoff: float = _number_field(30.0, 0, " (seconds)")
+    cache_dir: str | None = _text_field(None)
+    cache_only: bool = _boolean_field(False)
+    price: tuple[float, float] | None = valid(
+        "[input, output] dollars per 1M tokens, finite and >= 0, or null",
+        lambda v: v is None or all(0 <= x < math.inf for x in v), None, _price_pair)
+    strict_parsing: bool = _boolean_field(False)
+    blocking: bool = _boolean_field(True)
+    max_in_flight: int = _integer_field(4, 1)
+    cache_scope: str = _one_of_field(CACHE_SCOPES, "endpoint")
+    constrained: str = valid(f"one of {', '.join(CONSTRAINED)}", lambda v: v in CONSTRAINED,
+                             "auto", _choice)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -70,137 +160,16 @@ class LMSpec:
         return out
 
 
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ValueError(f"{PREFIX}.{name} must be true or false, got {value!r}")
-
-
-def _number(name: str, value: Any, *, minimum: float = 0.0, integer: bool = False) -> Any:
-    kind = "an integer" if integer else "a number"
-    try:
-        if isinstance(value, bool):
-            raise TypeError(value)
-        number = int(value) if integer else float(value)
-        if integer and float(value) != number:
-            raise ValueError(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{PREFIX}.{name} must be {kind}, got {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{PREFIX}.{name} must be >= {minimum}, got {value!r}")
-    return number
-
-
-def _optional_str(name: str, value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ValueError(  # noqa: TRY004 - every bad config value is a ValueError
-            f"{PREFIX}.{name} must be a string or null, got {value!r}")
-    return _unicode(name, value)
-
-
-def _unicode(name: str, value: str) -> str:
-    """``value`` unless it holds lone surrogates, which no request, log or cache row could carry."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{PREFIX}.{name} must be valid UTF-8 text, got {value!r}") from None
-    return value
-
-
-def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{PREFIX}.{name} must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _constrained(value: Any) -> str:
-    """``auto``, ``true`` or ``false`` (YAML and Hydra turn true/false into booleans)."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str) and value.lower() in CONSTRAINED:
-        return value.lower()
-    raise ValueError(f"{PREFIX}.constrained must be one of {', '.join(CONSTRAINED)}, "
-                     f"got {value!r}")
-
-
-def canonical_lm_class(name: Any) -> str:
-    """Map an original class name (or alias) to one of :data:`LM_CLASSES`."""
-    name = LM_CLASS_ALIASES.get(name, name)
-    if name not in LM_CLASSES:
-        valid = ", ".join(LM_CLASSES + tuple(LM_CLASS_ALIASES))
-        raise ValueError(f"unknown {PREFIX}.lm_class {name!r}; valid classes: {valid}")
-    return name
-
-
-def _max_num_goals(value: Any) -> int | None:
-    if value is None or (isinstance(value, str) and value.lower() == "all"):
-        return None
-    return _number("max_num_goals", value, minimum=1, integer=True)
-
-
-def _price(value: Any) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    try:
-        price_in, price_out = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{PREFIX}.price must be [input $/1M tokens, output $/1M tokens], "
-                         f"got {value!r}") from None
-    if not (0 <= price_in < math.inf and 0 <= price_out < math.inf):
-        raise ValueError(f"{PREFIX}.price must be non-negative finite numbers, got {value!r}")
-    return price_in, price_out
-
-
 def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
     """Validate an ``env_spec.lm_spec`` mapping into an LMSpec; unknown keys raise (typos)."""
     raw = dict(raw)
-    known = {f for f in LMSpec.__dataclass_fields__} | set(SECRET_KEYS) | {"all_goals"}
+    fields = set(LMSpec.__dataclass_fields__)
+    known = fields | set(SECRET_KEYS) | {"all_goals"}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(unknown)} in {PREFIX}; valid keys: "
-                         f"{', '.join(sorted(known))}")
-    d = LMSpec()
-    get = raw.get
-    model = get("lm", d.lm)
-    if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"{PREFIX}.lm must be a model name, got {model!r}")
-    threshold = _number("prob_threshold", get("prob_threshold", d.prob_threshold))
-    if threshold > 1:
-        raise ValueError(f"{PREFIX}.prob_threshold must be in [0, 1], got {threshold}")
-    return LMSpec(
-        lm_class=canonical_lm_class(get("lm_class", d.lm_class)),
-        lm=_unicode("lm", model.strip()),
-        prompt=str(get("prompt", d.prompt)),
-        prompt_file=_optional_str("prompt_file", get("prompt_file")),
-        temperature=_number("temperature", get("temperature", d.temperature)),
-        max_tokens=_number("max_tokens", get("max_tokens", d.max_tokens), minimum=1, integer=True),
-        stop=_optional_str("stop", get("stop", d.stop)),
-        budget=_number("budget", get("budget", d.budget)),
-        openai_org=_optional_str("openai_org", get("openai_org")),
-        max_num_goals=_max_num_goals(get("max_num_goals", "all")),
-        dummy_lm=_bool("dummy_lm", get("dummy_lm", d.dummy_lm)),
-        prob_threshold=threshold,
-        novelty_bonus=_bool("novelty_bonus", get("novelty_bonus", d.novelty_bonus)),
-        base_url=_optional_str("base_url", get("base_url")),
-        endpoint=_choice("endpoint", get("endpoint", d.endpoint), ENDPOINTS),
-        timeout=_number("timeout", get("timeout", d.timeout), minimum=0.001),
-        max_retries=_number("max_retries", get("max_retries", d.max_retries), integer=True),
-        backoff=_number("backoff", get("backoff", d.backoff)),
-        max_backoff=_number("max_backoff", get("max_backoff", d.max_backoff)),
-        cache_dir=_optional_str("cache_dir", get("cache_dir")),
-        cache_only=_bool("cache_only", get("cache_only", d.cache_only)),
-        strict_parsing=_bool("strict_parsing", get("strict_parsing", d.strict_parsing)),
-        price=_price(get("price")),
-        blocking=_bool("blocking", get("blocking", d.blocking)),
-        max_in_flight=_number("max_in_flight", get("max_in_flight", d.max_in_flight),
-                              minimum=1, integer=True),
-        cache_scope=_choice("cache_scope", get("cache_scope", d.cache_scope), CACHE_SCOPES),
-        constrained=_constrained(get("constrained", d.constrained)),
-    )
+        raise ConfigError(f"unknown key(s) {', '.join(unknown)} in {PREFIX}; valid keys: "
+                          f"{', '.join(sorted(known))}")
+    return parse(LMSpec, {k: v for k, v in raw.items() if k in fields}, f"{PREFIX}.")
 
 
 # train.py moves a legacy ``openai_key=`` override here so it never reaches Hydra's logs.
