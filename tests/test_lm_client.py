@@ -664,6 +664,22 @@ def test_cache_scope_is_checked():
         parse_lm_spec({"cache_scope": "global"})
 
 
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("temperature", float("nan"), "a number >= 0"),
+    ("budget", float("inf"), "a number >= 0 (dollars)"),
+    ("max_tokens", 2.5, "an integer >= 1"),
+    ("max_num_goals", 0, "all or an integer >= 1"),
+    ("dummy_lm", "yes", "true or false"),
+    ("lm", "\udcff", "a model name (non-empty UTF-8 text)"),
+    ("price", [1.0], "[input, output] dollars per 1M tokens"),
+])
+def test_a_bad_lm_spec_value_names_its_key_and_what_was_expected(key, value, expected):
+    with pytest.raises(ValueError) as err:
+        parse_lm_spec({key: value})
+    assert str(err.value).startswith(f"env_spec.lm_spec.{key}={value!r} is invalid: expected "
+                                     f"{expected}")
+
+
 def test_a_cache_broken_mid_run_is_warned_about_and_the_run_goes_on(server, tmp_path, caplog):
     lm = make(server, tmp_path)
     assert lm.suggest(STATE) == ["chop tree", "drink water"]
