@@ -28,6 +28,9 @@ REDACTED = "<redacted>"
 log = logging.getLogger(__name__)
 
 AGENT_ALIASES = {"dqn.DQNAgent": "ellm.agent.DQNAgent"}
+# Top-level keys that the agent block takes (agent.x: ${x}) and the rollout reads too.
+AGENT_KEYS_AT_TOP = ("lr", "use_image", "use_goal", "use_language_state", "finetune_settings",
+                     "other_model_prob")
 
 IGNORED_KEYS: dict[str, str] = {
     "train_log_every": "training metrics are logged once per episode",
@@ -74,8 +77,8 @@ class RunOptions:
     torch_threads: int | str = valid("auto or an integer >= 1",
                                     lambda v: v == "auto" or (is_int(v) and v >= 1))
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
-    # lr, other_model_prob, use_language_state, finetune_settings, use_goal and use_image are
-    # the agent's options (agent.x: ${x}), checked once, there, under these names.
+    # AGENT_KEYS_AT_TOP are the agent's options (agent.x: ${x}), checked once, there, under
+    # these names.
     use_tb: bool = boolean()
     use_wandb: bool = boolean()
     save_snapshot: bool = boolean()
@@ -124,9 +127,9 @@ def validate(cfg: DictConfig) -> RunSpec:
     agent = agent_options(cfg)
     agent.check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep, batch_size=cfg.batch_size)
     lm = check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
-    if adopt_config_key(cfg.env_spec.lm_spec):
-        log.warning("env_spec.lm_spec.openai_key in a config file is deprecated: it lands in "
-                    "the run's saved config; export OPENAI_API_KEY instead")
+    if adopt_config_key(cfg.env_spec.lm_spec, lm):
+        log.warning("env_spec.lm_spec.openai_key in a config file is deprecated: export "
+                    "OPENAI_API_KEY instead")
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -200,14 +203,22 @@ def _agent_schema(cfg: DictConfig) -> type:
 
 def agent_options(cfg: DictConfig) -> Any:
     """The ``agent`` block parsed by the options dataclass of its class; a bad value that
-    ``agent.x: ${y}`` takes from a top-level key is reported under the key the user sets, y."""
+    ``agent.x: ${y}`` takes from a top-level key is reported under the key the user sets, y.
+    Where ``agent.x`` is set apart from the top-level ``x`` that the rollout reads, the two
+    must agree."""
     keys = {}
     for name in cfg.agent:
         if OmegaConf.is_interpolation(cfg.agent, name):
             source = str(cfg.agent._get_node(name)._value())  # "${use_goal}"
             if source.startswith("${") and source.endswith("}") and source.count("$") == 1:
                 keys[str(name)] = source[2:-1]
-    return parse(_agent_schema(cfg), cfg.agent, "agent.", keys)
+    options = parse(_agent_schema(cfg), cfg.agent, "agent.", keys)
+    for name in AGENT_KEYS_AT_TOP:
+        if name not in keys and name in cfg and cfg[name] != getattr(options, name, cfg[name]):
+            raise ConfigError(f"agent.{name}={getattr(options, name)!r} and {name}={cfg[name]!r} "
+                              f"disagree: the agent reads agent.{name}, the rollout {name}; set "
+                              f"{name} (agent.{name} follows it)")
+    return options
 
 
 def resolve_device(device: Any) -> torch.device:

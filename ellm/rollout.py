@@ -28,7 +28,6 @@ class Step:
 
     action: int
     reward: float
-    game_reward: float
     obs: Mapping[str, Any]
     info: Mapping[str, Any]
     goals: list[str]
@@ -121,7 +120,7 @@ class Rollout:
         self.obs = obs
         self.frames = self.stack.push(self.inputs.frame(obs["image"]))
         self._count(action, reward, info)
-        return Step(action, reward, float(game_reward), obs, info, self.goals,
+        return Step(action, reward, obs, info, self.goals,
                     self.frames[-1], bool(terminated or truncated))
 
     def _count(self, action: int, reward: float, info: Mapping[str, Any]) -> None:

@@ -76,7 +76,7 @@ def parse(schema: type, node: Any, prefix: str = "",
             if convert is not None:
                 value = convert(value)
             good = f.metadata["ok"](value)
-        except (TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError, ArithmeticError):
             good = False
         if not good:
             raise ConfigError(f"{key}={given!r} is invalid: expected {f.metadata['expected']}")

@@ -3,6 +3,7 @@ ConfigError naming its key; the run records its method and game; ignored keys ar
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -278,6 +279,9 @@ def test_a_config_files_legacy_key_reaches_a_client_built_from_the_parsed_spec(
     assert "sk-from" not in repr(run.lm)  # the parsed spec holds no secret
     client = build_client(run.lm)
     assert client._openai is not None and client._openai.api_key == "sk-from-a-config-file"
+    monkeypatch.delenv(lm_config.LEGACY_KEY_ENV)
+    validate(config("env_spec.lm_spec.lm_class=SimpleOracle", "+env_spec.lm_spec.openai_key=sk-x"))
+    assert lm_config.LEGACY_KEY_ENV not in os.environ  # a run that asks no LLM leaves it alone
 
 
 def test_config_yaml_and_the_lm_spec_dataclass_have_the_same_defaults():
@@ -323,3 +327,16 @@ def test_an_agent_key_set_at_top_level_is_checked_once_and_named_as_typed(overri
     top_level = {f.name for f in dataclasses.fields(RunOptions)}
     assert not top_level & {"use_goal", "use_image", "lr", "other_model_prob",
                             "use_language_state", "finetune_settings"}
+
+
+@pytest.mark.parametrize("overrides", [
+    ("use_goal=maybe", "agent.use_goal=true"),
+    ("use_language_state=sbert", "agent.use_language_state=null"),
+    ("other_model_prob=0.7", "agent.other_model_prob=0.1"),
+])
+def test_an_agent_key_set_apart_from_its_top_level_key_must_agree_with_it(overrides):
+    """The rollout reads the top-level key, the agent its agent.* copy: they cannot differ."""
+    name = overrides[0].split("=")[0]
+    with pytest.raises(ConfigError, match=rf"agent\.{name}=.* and {name}=.* disagree"):
+        validate(config(*overrides))
+    validate(config(overrides[1], f"{name}={overrides[1].split('=')[1]}"))  # agreeing: fine

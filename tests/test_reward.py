@@ -205,7 +205,7 @@ def count_rewards(cfg) -> list[StepCount]:
 
 def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward():
     """``Method.rewards`` (docs/games.md, "Adding a method"): built afresh for each rollout,
-    summed with the game reward into the reward the replay stores, reported by its name."""
+    the reward the replay stores, reported by its name."""
     import pickle
 
     import torch
@@ -216,17 +216,16 @@ def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward
     from ellm.methods import Method
 
     with initialize_config_dir(str(ROOT), version_base="1.3"):
-        cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2",
-                                           "use_extr_rew=True"])
+        cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2"])
     run = validate(cfg)
     count = Method("count", goal_reward=False, game_reward=False, rewards=count_rewards)
     assert pickle.loads(pickle.dumps(count)) == count  # actors receive it pickled
     parts = rollout_parts(cfg, run.game, count, run.lm, torch.device("cpu"), env_seed=1)
-    assert [r.name for r in parts.rewards] == ["count", "game"]
+    assert [r.name for r in parts.rewards] == ["count"]
     rollout = parts.rollout(cfg.frame_stack)
     rollout.reset()
     steps = [rollout.step(lambda inputs: 0) for _ in range(3)]
-    assert [s.reward for s in steps] == [t + s.game_reward for t, s in zip((1, 2, 3), steps)]
+    assert [s.reward for s in steps] == [1.0, 2.0, 3.0]
     summary = rollout.summary()
     assert summary["return/count"] == 6.0 and summary["count_steps"] == 3.0
     _, eval_rewards = goal_source(cfg, run.game, count, run.lm, None)

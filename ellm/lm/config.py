@@ -176,12 +176,13 @@ def parse_lm_spec(raw: Mapping[str, Any]) -> LMSpec:
 LEGACY_KEY_ENV = "ELLM_LEGACY_OPENAI_KEY"
 
 
-def adopt_config_key(raw: Mapping[str, Any]) -> bool:
-    """A deprecated ``openai_key`` set in a config file goes where train.py puts one given on
-    the command line, so that clients built from the parsed spec (which holds no secret) find
-    it; True if there was one."""
+def adopt_config_key(raw: Mapping[str, Any], spec: LMSpec) -> bool:
+    """A deprecated ``openai_key`` set in a config file, for a run that asks an LLM, goes where
+    train.py puts one given on the command line, so that clients built from the parsed spec
+    (which holds no secret) find it; the command line's wins, as an override wins over a file.
+    True if it was there."""
     key = raw.get("openai_key")
-    if not key:
+    if not key or spec.lm_class != "GPTLanguageModel":
         return False
     os.environ.setdefault(LEGACY_KEY_ENV, str(key))
     return True

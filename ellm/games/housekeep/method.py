@@ -197,7 +197,8 @@ class HousekeepGoals:
                 achieved: Sequence[str] = ()) -> list[str]:
         for goal in achieved:  # not suggested again this episode (novelty bonus)
             self.suggester.mark_achieved(goal)
-        if achieved and info["event"].kind == PLACE:  # a suggested place put its object away
+        if achieved and info["event"].kind == PLACE and info["transition_caption"] in achieved:
+            # the suggested place just achieved put its object away
             self.suggester.mark_object_done(info["view"], info["event"].obj)
         self.goals = self.suggester.suggest(info["view"])
         return self.goals
