@@ -283,6 +283,11 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
             parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
+        if any(o.lstrip("+").startswith("num_actors=") and o.split("=", 1)[1] not in ("1", "")
+               for o in args.overrides):
+            # The window holds epsilon on the learner's agent; actors would keep their own.
+            parser.error("--late measures one process: actors choose their own epsilon, so a "
+                         "late window with num_actors > 1 would not be at epsilon's floor")
         report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
         return
     if args.actors:

@@ -72,3 +72,11 @@ def test_memory_fit_and_zlib_frames():
     frames = np.random.default_rng(0).integers(0, 255, (6, 5, 7), dtype=np.uint8)
     z = ZlibFrames(frames)
     assert np.array_equal(z.window(2, 4), frames[2:5]) and z.nbytes > 0
+
+
+def test_the_late_phase_refuses_actors_whose_epsilon_it_cannot_hold(capsys):
+    from ellm_tools.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--late", "--frames", "10", "num_actors=2"])
+    assert "--late measures one process" in capsys.readouterr().err
