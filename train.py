@@ -179,8 +179,8 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:  # Ctrl-C: the actors are joined and the files closed by now
-        print(f"\ninterrupted at frame {workspace.frame}; resume from the last snapshot with "
-              f"snapshot_path={run_dir}", file=sys.stderr)
+        print(f"\ninterrupted at frame {workspace.counters.frame}; resume from the last "
+              f"snapshot with snapshot_path={run_dir}", file=sys.stderr)
         sys.exit(130)
     print("\n" + workspace.closing_message())
 
