@@ -51,7 +51,7 @@ class RunCounters:
         return False
 
     def meta(self) -> dict[str, Any]:
-        return {**asdict(self), "actor_env_episodes": list(self.actor_env_episodes)}
+        return asdict(self)  # copies the list: the snapshot keeps the values of its frame
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> RunCounters:

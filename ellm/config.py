@@ -7,6 +7,7 @@ import difflib
 import importlib
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -207,11 +208,9 @@ def agent_options(cfg: DictConfig) -> Any:
     Where ``agent.x`` is set apart from the top-level ``x`` that the rollout reads, the two
     must agree."""
     keys = {}
-    for name in cfg.agent:
-        if OmegaConf.is_interpolation(cfg.agent, name):
-            source = str(cfg.agent._get_node(name)._value())  # "${use_goal}"
-            if source.startswith("${") and source.endswith("}") and source.count("$") == 1:
-                keys[str(name)] = source[2:-1]
+    for name, source in OmegaConf.to_container(cfg.agent, resolve=False).items():
+        if isinstance(source, str) and re.fullmatch(r"\$\{([\w.]+)\}", source):  # "${use_goal}"
+            keys[str(name)] = source[2:-1]
     options = parse(_agent_schema(cfg), cfg.agent, "agent.", keys)
     for name in AGENT_KEYS_AT_TOP:
         if name not in keys and name in cfg and cfg[name] != getattr(options, name, cfg[name]):

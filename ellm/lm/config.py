@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from ellm.errors import ConfigError
 from ellm.lm.pricing import is_openai_endpoint
-from ellm.schema import parse, valid
+from ellm.schema import one_of, parse, valid
 
 LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
 LM_CLASS_ALIASES: Final = {
@@ -85,7 +85,7 @@ def _price_pair(v: Any) -> tuple[float, float] | None:
     return price_in, price_out
 
 
-def _choice(v: Any) -> str:
+def _lowercase(v: Any) -> str:
     """``auto``, ``true`` or ``false`` in any case (YAML and Hydra turn true/false into
     booleans)."""
     return str(v).lower() if isinstance(v, (bool, str)) else v
@@ -106,10 +106,6 @@ def _integer_field(default: int, low: int) -> Any:
 
 def _boolean_field(default: bool) -> Any:
     return valid("true or false", lambda v: isinstance(v, bool), default, _boolean)
-
-
-def _one_of_field(choices: tuple[str, ...], default: str) -> Any:
-    return valid(f"one of {', '.join(choices)}", lambda v: v in choices, default)
 
 
 @dataclass(frozen=True)
@@ -135,7 +131,7 @@ class LMSpec:
     prob_threshold: float = valid("a probability in [0, 1]", lambda v: 0 <= v <= 1, 0.5, _float)
     novelty_bonus: bool = _boolean_field(True)
     base_url: str | None = _text_field(None)
-    endpoint: str = _one_of_field(ENDPOINTS, "chat")
+    endpoint: str = one_of(*ENDPOINTS, default="chat")
     timeout: float = _number_field(30.0, 0.001, " (seconds)")
     max_retries: int = _integer_field(3, 0)
     backoff: float = _number_field(1.0, 0, " (seconds)")
@@ -148,9 +144,9 @@ class LMSpec:
     strict_parsing: bool = _boolean_field(False)
     blocking: bool = _boolean_field(True)
     max_in_flight: int = _integer_field(4, 1)
-    cache_scope: str = _one_of_field(CACHE_SCOPES, "endpoint")
+    cache_scope: str = one_of(*CACHE_SCOPES, default="endpoint")
     constrained: str = valid(f"one of {', '.join(CONSTRAINED)}", lambda v: v in CONSTRAINED,
-                             "auto", _choice)
+                             "auto", _lowercase)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
