@@ -42,11 +42,11 @@ frame and the bound implied by the measured update and actor costs; ``--actor-ov
 applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
 ``--stub-learner`` the main process makes no update (:mod:`ellm_tools.bench_actors`, docs/scale.md).
 
-``--late`` measures a run's late phase in one process: epsilon at its floor, full-length
-episodes, the replay pre-filled to ``--prefill`` transitions, evaluations and snapshots at the
-schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds; it prints the median
-and spread, the memory, and the 5M-frame time projected from the schedule's phases
-(:mod:`ellm_tools.bench_late`).
+``--late`` measures a run's late phase, in one process or with ``num_actors=N``: epsilon at
+its floor, full-length episodes, the replay pre-filled to ``--prefill`` transitions, evaluations
+and snapshots at the schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds;
+it prints the median and spread, the memory, and the 5M-frame time projected from the
+schedule's phases (:mod:`ellm_tools.bench_late`).
 """
 
 from __future__ import annotations
@@ -70,12 +70,15 @@ BASE = [
 ]
 
 
+def _compose(overrides: list[str]):
+    with initialize_config_dir(str(ROOT), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
 def _workspace(overrides: list[str], run_dir: Path):
     from ellm.workspace import Workspace
 
-    with initialize_config_dir(str(ROOT), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    return Workspace(cfg, run_dir)
+    return Workspace(_compose(overrides), run_dir)
 
 
 def _train_more(ws, frames: int) -> None:
@@ -283,12 +286,11 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
             parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
-        if any(o.lstrip("+").startswith("num_actors=") and o.split("=", 1)[1] not in ("1", "")
-               for o in args.overrides):
-            # The window holds epsilon on the learner's agent; actors would keep their own.
-            parser.error("--late measures one process: actors choose their own epsilon, so a "
-                         "late window with num_actors > 1 would not be at epsilon's floor")
-        report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
+        try:
+            result = late_phase(args.frames, args.rounds, args.prefill, args.overrides)
+        except ValueError as e:
+            parser.error(f"--late: {e}")
+        report(result, args.frames)
         return
     if args.actors:
         from ellm_tools.bench_actors import actors_bench

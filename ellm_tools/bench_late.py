@@ -17,15 +17,24 @@ transitions. Each round then times, one after the other in the same process:
 Episodes are full length (``env_spec.length``, 400), cut only by a window's end; updates are
 made at the configured ratio from the pre-filled replay. The projection weights the measured
 costs by the frames of the paper's schedule (:func:`project`).
+
+With ``num_actors=N`` (N >= 2) every window starts the N actors anew, as a resumed run does, with
+epsilon held in the options they are given (the early window's at ``agent.train_eps_max``, the
+late window's at ``agent.train_eps_min``). A window's clock starts once the learner has taken
+:func:`warmup_frames` steps from them, so that their start-up and the chunks they made ahead
+meanwhile are not counted; the window's frames are counted from there too. The evaluation and
+the snapshot run while the actors are alive, as in a run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,8 +116,8 @@ class _Timed:
 
 @dataclass(frozen=True)
 class Window:
-    frames: int
-    seconds: float  # the whole window, evaluation and snapshot included
+    frames: int  # timed: with actors, those after the warm-up
+    seconds: float  # the whole timed window, evaluation and snapshot included
     train_episodes: int  # training episodes that ended in the window
     eval_episodes: int
     eval_seconds: float
@@ -125,7 +134,8 @@ class Window:
 class LateResult:
     replay_transitions: int  # held when the timed rounds started (pre-filled)
     rounds: list[tuple[Window, Window]]  # (early, late) per round
-    memory: dict[str, float]  # MiB, after the rounds (:func:`memory_mib`)
+    memory: dict[str, float]  # MiB, at the end of the last late window (:func:`memory_mib`)
+    actors: int = 1  # num_actors: 1 is one process
 
 
 LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
@@ -134,28 +144,85 @@ LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sber
             f"replay_buffer_size={PAPER.total}"]
 
 
+def warmup_frames(num_actors: int) -> int:
+    """Steps a window with actors leaves untimed: each actor runs at most ``2 * CHUNK_STEPS``
+    ahead of the learner, so after twice that per actor the backlog they built while it waited
+    for them is taken."""
+    from ellm.actors.messages import CHUNK_STEPS
+
+    return 0 if num_actors <= 1 else 4 * CHUNK_STEPS * num_actors
+
+
+class _LoopClock:
+    """Times the loop of each ``ws.train()`` (actors started and stopped outside it): from the
+    ``skip``-th step the learner takes to the loop's end; the memory is read at that end."""
+
+    def __init__(self, ws: Any, skip: int) -> None:
+        self.skip, self.start, self.end, self.memory = skip, 0.0, 0.0, {}
+        self._collector = ws._collector
+        ws._collector = self._timed
+
+    @contextlib.contextmanager
+    def _timed(self) -> Iterator[Any]:
+        with self._collector() as collector:
+            self.start, self.end, taken = time.perf_counter(), 0.0, 0
+            plain_next = collector.next
+
+            def next_step(timer: Any) -> Any:
+                nonlocal taken
+                got = plain_next(timer)
+                taken += 1
+                if taken == self.skip:
+                    self.start = time.perf_counter()
+                return got
+
+            collector.next = next_step
+            yield collector
+            self.end = time.perf_counter()
+            self.memory = memory_mib()
+
+
+def held_epsilon(options: Any, late: bool) -> Any:
+    """Agent options whose epsilon stays at its floor (``late``) or at its start."""
+    value = options.train_eps_min if late else options.train_eps_max
+    return dataclasses.replace(options, train_eps_max=value, train_eps_min=value)
+
+
 def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
-               collect: int = 1200) -> LateResult:
-    """Pre-fill, then ``rounds`` of (early window, late window); see the module docstring."""
+               collect: int = 1200, run_dir: Path | None = None,
+               warmup: int | None = None) -> LateResult:
+    """Pre-fill, then ``rounds`` of (early window, late window); see the module docstring.
+    ``run_dir`` (default: a temporary one) keeps the run's files; ``warmup`` replaces
+    :func:`warmup_frames` (with actors)."""
     from ellm.replay import ReplayStorage
-    from ellm_tools.bench import _workspace
+    from ellm.workspace import Workspace
+    from ellm_tools.bench import _compose
 
     n = eval_episodes_for(frames)
+    # random actions for ``collect`` frames (the seed frames): real frames and captions
+    cfg = _compose([*LATE_RUN, f"num_eval_episodes={n}", f"num_train_frames={collect}",
+                    f"num_seed_frames={collect + 1}", *overrides])
+    actors = cfg.num_actors if isinstance(cfg.num_actors, int) else 1  # else Workspace says
+    skip = (warmup_frames(actors) if warmup is None else warmup) if actors > 1 else 0
+    if actors > 1 and not 0 < skip < frames:
+        raise ValueError(f"a window of {frames} frames leaves none to time after the actors' "
+                         f"warm-up of {skip} frames")
     with tempfile.TemporaryDirectory() as tmp:
-        # random actions for ``collect`` frames (the seed frames): real frames and captions
-        ws = _workspace([*LATE_RUN, f"num_eval_episodes={n}", f"num_train_frames={collect}",
-                         f"num_seed_frames={collect + 1}", *overrides], Path(tmp) / "run")
+        ws = Workspace(cfg, run_dir or Path(tmp) / "run")
         ws.train()
         tile_episodes(ws.storage.replay_dir, prefill)
         held = ReplayStorage(ws.storage.replay_dir, ws.strings).num_transitions
         ws.cfg.num_seed_frames = 0
         ws.evaluator.run = _Timed(ws.evaluator.run)
         ws.save_snapshot = _Timed(ws.save_snapshot)
+        clock, options = _LoopClock(ws, skip), ws.spec.agent
 
         def window(late: bool) -> Window:
             agent = ws.agent
             agent.hold_epsilon = not late  # held: train_eps_max; else past the decay
             agent.decay_start = ws.counters.frame - agent.options.train_eps_decay_steps
+            # The actors build their agents from the options they are given at start.
+            ws.spec = dataclasses.replace(ws.spec, agent=held_epsilon(options, late))
             ws.evaluator.num_episodes = n if late else 0
             ws.cfg.save_snapshot = late
             ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)  # drop the open episode
@@ -163,20 +230,17 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
             evals, snaps = ws.evaluator.run, ws.save_snapshot
             e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
             episodes = ws.counters.episode
-            start = time.perf_counter()
             ws.train()
-            seconds = time.perf_counter() - start
             if evals.calls == ec:
                 raise RuntimeError("the window ended without the run's evaluation call")
             k = n if late else 0
             length = (evals.last or {}).get("eval/episode_length", 0.0)
-            return Window(frames, seconds, ws.counters.episode - episodes, k, evals.seconds - e0,
-                          length * k, snaps.calls - sc, snaps.seconds - s0)
+            return Window(frames - skip, clock.end - clock.start, ws.counters.episode - episodes,
+                          k, evals.seconds - e0, length * k, snaps.calls - sc, snaps.seconds - s0)
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
         results = [(window(late=False), window(late=True)) for _ in range(rounds)]
-        memory = memory_mib()
-    return LateResult(held, results, memory)
+    return LateResult(held, results, clock.memory, ws.num_actors)
 
 
 def memory_mib() -> dict[str, float]:
@@ -209,7 +273,11 @@ def report(result: LateResult, frames: int) -> None:
     snapshot = [w.snapshot_seconds / max(w.snapshots, 1) for _, w in result.rounds]
     r = len(result.rounds)
     n = result.rounds[0][1].eval_episodes
-    print(f"measured: {r} round(s) of {frames} frames per window, replay pre-filled to "
+    timed = result.rounds[0][0].frames
+    who = ("one process" if result.actors <= 1 else
+           f"{result.actors} actors, started anew per window; the first {frames - timed} frames "
+           f"of each untimed (their start-up)")
+    print(f"measured: {r} round(s) of {frames} frames per window ({who}), replay pre-filled to "
           f"{result.replay_transitions} transitions; median [min-max] over rounds")
     print(f"  early phase (epsilon 1), training  : {_spread([1 / x for x in early])} frames/s")
     print(f"  late phase (epsilon floor), training: {_spread([1 / x for x in late])} frames/s")
@@ -225,7 +293,7 @@ def report(result: LateResult, frames: int) -> None:
           f"snapshot: {_spread(snapshot, '{:.2f}')} s")
     print(f"  training episodes ended per round (both windows): {_spread(ended, '{:.0f}')}")
     m = result.memory
-    print(f"  memory after the rounds: RSS {m['rss']:.0f} MiB (peak {m['peak_rss']:.0f}), "
+    print(f"  memory at the end of the last window: RSS {m['rss']:.0f} MiB (peak {m['peak_rss']:.0f}), "
           f"private {m['private']:.0f} MiB; {m['children']:.0f} child process(es), "
           f"{m['children_private']:.0f} MiB private")
     parts = project(PAPER, statistics.median(early), statistics.median(late),

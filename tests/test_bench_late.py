@@ -1,9 +1,11 @@
 """The late-phase bench: the projection's arithmetic, the tiling, and a tiny run of the mode."""
 
+import statistics
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import csv_rows
 
 from ellm.replay.storage import list_episode_files, load_episode, save_episode
 from ellm_tools.bench_late import (
@@ -74,9 +76,35 @@ def test_memory_fit_and_zlib_frames():
     assert np.array_equal(z.window(2, 4), frames[2:5]) and z.nbytes > 0
 
 
-def test_the_late_phase_refuses_actors_whose_epsilon_it_cannot_hold(capsys):
+@pytest.mark.e2e
+def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(tmp_path: Path):
+    tiny = ["env_spec.length=40", "batch_size=8", "replay_buffer_num_workers=0",
+            "agent.critic_target_update_every_steps=40", "num_actors=2"]
+    result = late_phase(frames=240, rounds=1, prefill=600, overrides=tiny, collect=120,
+                        run_dir=tmp_path / "run", warmup=80)
+    ((early, late),) = result.rounds
+    assert result.actors == 2 and early.frames == late.frames == 240 - 80
+    assert late.eval_episodes == 1 and late.snapshots == 1 and early.snapshots == 0
+    assert 0 < late.eval_seconds + late.snapshot_seconds < late.seconds
+    assert result.memory["children"] >= 2  # read while the actors were alive
+    # The actors act at the window's epsilon: uniformly over 139 actions in the early window
+    # (epsilon 1), greedily in the late one (an untrained net's argmax repeats itself).
+    rows = [{k: float(v) for k, v in row.items() if k in ("frame", "epsilon", "top_action_share")}
+            for row in csv_rows(tmp_path / "run" / "train.csv")]
+    start = 120 + 240  # the collected frames, then the untimed first window
+    early_rows = [r for r in rows if start < r["frame"] <= start + 240]
+    late_rows = [r for r in rows if r["frame"] > start + 240]
+    assert early_rows and late_rows
+    # The learner's own (logged) epsilon: held at 1 until the first reward starts its decay.
+    assert all(r["epsilon"] > 0.999 for r in early_rows)
+    assert all(r["epsilon"] < 0.02 for r in late_rows)
+    assert (statistics.mean(r["top_action_share"] for r in early_rows) < 0.2
+            < statistics.mean(r["top_action_share"] for r in late_rows))
+
+
+def test_the_late_phase_with_actors_needs_frames_after_their_warmup(capsys):
     from ellm_tools.bench import main
 
     with pytest.raises(SystemExit):
-        main(["--late", "--frames", "10", "num_actors=2"])
-    assert "--late measures one process" in capsys.readouterr().err
+        main(["--late", "--frames", "10", "--prefill", "0", "num_actors=2"])
+    assert "leaves none to time after the actors' warm-up" in capsys.readouterr().err
