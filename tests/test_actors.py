@@ -26,6 +26,7 @@ from ellm.actors import (
     lm_budget_share,
 )
 from ellm.actors.shared import SharedPolicy
+from ellm.actors.worker import Actor
 from ellm.agent import DQNAgent
 from ellm.config import validate
 from ellm.lm_usage import lm_counts_on, pool_lm_metrics
@@ -295,3 +296,24 @@ def test_ctrl_c_while_the_actors_start_up_does_not_wait_for_them(start):
     ready = [f"actor {i}: ready in " in log for i in pids]
     assert all(s != r for s, r in zip(stopped, ready, strict=True)), log
     assert any(stopped), "both actors were built before the Ctrl-C: nothing was tested"
+
+
+def test_an_actor_acts_at_the_decayed_epsilon_from_its_first_step(monkeypatch):
+    # decay_after_reward: a resumed run whose rewards already started the decay starts its
+    # actors with decay_from set; their very first steps must not act at the held epsilon 1.
+    run = validate(_config(*PRETRAIN, "decay_after_reward=true", "agent.train_eps_decay_steps=100"))
+    shapes = ActorPool(run, 1, _agent(0).state_dict(), frame=0, decay_from=None)
+    actor = Actor(shapes.specs[0], shapes.policy, shapes.shared, None)
+    # The pool of the resumed run, sharing weights of the actor's own shapes.
+    pool = ActorPool(run, 1, actor.agent.policy_state(), frame=10_000, decay_from=50)
+    actor.policy, actor.shared = pool.policy, pool.shared
+    assert actor.agent.epsilon(10_000) == 1.0  # held until told where the decay started
+    first: list[float] = []
+
+    def one_episode() -> None:
+        first.append(actor.agent.epsilon(pool.shared.frame.value))
+        pool.shared.stop.set()
+
+    monkeypatch.setattr(actor, "_episode", one_episode)
+    actor.run()
+    assert first == [pytest.approx(run.agent.train_eps_min)]

@@ -117,8 +117,9 @@ class Actor:
 
     def run(self) -> None:
         # Only now that it is RUNNING does it take the policy's lock: the pool terminates a
-        # STARTING actor at once, and one killed holding the lock would block the others.
-        self.version = self.policy.refresh(self.agent, self.version)
+        # STARTING actor at once, and one killed holding the lock would block the others. The
+        # decay a resumed run already started applies from the first step too.
+        self._refresh()
         self.agent.text.record_new_embeddings()
         try:
             while not self.shared.stop.is_set():
