@@ -2,10 +2,11 @@
 
     python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
 
-One workspace (the README's oracle pretraining command in the paper setting, one process, on the
-CPU unless an override names a device) first collects real episodes with random actions, then
-tiles their files (hard links under new indices) until the replay holds ``--prefill``
-transitions. Each round then times, one after the other in the same process:
+One workspace (the README's oracle pretraining command in the paper setting, one process or
+``num_actors`` actors, on the CPU unless an override names a device) first collects real episodes
+with random actions, then tiles their files (hard links under new indices) until the replay
+holds ``--prefill`` transitions. Each round then times, one after the other in the same
+workspace:
 
 - the early phase: ``--frames`` frames with epsilon held at 1 (the run's first frames), no
   evaluation;
@@ -20,9 +21,9 @@ costs by the frames of the paper's schedule (:func:`project`).
 
 With ``num_actors=N`` (N >= 2) every window starts the N actors anew, as a resumed run does, with
 epsilon held in the options they are given (the early window's at ``agent.train_eps_max``, the
-late window's at ``agent.train_eps_min``). A window's clock starts once the learner has taken
-:func:`warmup_frames` steps from them, so that their start-up and the chunks they made ahead
-meanwhile are not counted; the window's frames are counted from there too. The evaluation and
+late window's at ``agent.train_eps_min``). A window's clock starts once each actor has sent a
+step and the learner has then taken :func:`warmup_frames` more, so that their start-up and the
+chunks they made meanwhile are not counted; the window's frames are counted from there too. The evaluation and
 the snapshot run while the actors are alive, as in a run.
 """
 
@@ -116,7 +117,7 @@ class _Timed:
 
 @dataclass(frozen=True)
 class Window:
-    frames: int  # timed: with actors, those after the warm-up
+    frames: int  # timed: with actors, those after their warm-up
     seconds: float  # the whole timed window, evaluation and snapshot included
     train_episodes: int  # training episodes that ended in the window
     eval_episodes: int
@@ -145,41 +146,61 @@ LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sber
 
 
 def warmup_frames(num_actors: int) -> int:
-    """Steps a window with actors leaves untimed: each actor runs at most ``2 * CHUNK_STEPS``
-    ahead of the learner, so after twice that per actor the backlog they built while it waited
-    for them is taken."""
+    """Steps a window with actors leaves untimed once each actor has sent its first: each runs
+    at most ``2 * CHUNK_STEPS`` ahead of the learner, so twice that per actor takes what they
+    made while the others started."""
     from ellm.actors.messages import CHUNK_STEPS
 
     return 0 if num_actors <= 1 else 4 * CHUNK_STEPS * num_actors
 
 
-class _LoopClock:
-    """Times the loop of each ``ws.train()`` (actors started and stopped outside it): from the
-    ``skip``-th step the learner takes to the loop's end; the memory is read at that end."""
+class WindowTooShort(ValueError):
+    """A window with actors that would leave no frame to time after their warm-up."""
 
-    def __init__(self, ws: Any, skip: int) -> None:
-        self.skip, self.start, self.end, self.memory = skip, 0.0, 0.0, {}
+
+class _LoopClock:
+    """Times the loop of each ``ws.train()`` (actors started and stopped outside it), from the
+    step after its warm-up to the loop's end, and counts the steps it timed; the memory is read
+    at that end. The warm-up: ``skip`` steps, counted from the one by which each of the
+    ``sources`` (the actors) has sent one; with one process, none."""
+
+    def __init__(self, ws: Any, skip: int, sources: int) -> None:
+        self.skip, self.sources = skip, sources
+        self.start: float | None = None
+        self.end, self.timed, self.memory = 0.0, 0, {}
         self._collector = ws._collector
         ws._collector = self._timed
 
     @contextlib.contextmanager
     def _timed(self) -> Iterator[Any]:
         with self._collector() as collector:
-            self.start, self.end, taken = time.perf_counter(), 0.0, 0
+            warm = self.sources <= 1 and self.skip == 0
+            self.start, self.timed = (time.perf_counter() if warm else None), 0
+            seen: set[int] = set()
+            after = 0  # steps taken since each source had sent one
             plain_next = collector.next
 
             def next_step(timer: Any) -> Any:
-                nonlocal taken
+                nonlocal after
+                if self.start is None and len(seen) == self.sources and after == self.skip:
+                    self.start = time.perf_counter()  # before the first timed step is taken
                 got = plain_next(timer)
-                taken += 1
-                if taken == self.skip:
-                    self.start = time.perf_counter()
+                if self.start is not None:
+                    self.timed += 1
+                else:
+                    seen.add(got.source)
+                    after += len(seen) == self.sources
                 return got
 
             collector.next = next_step
             yield collector
             self.end = time.perf_counter()
             self.memory = memory_mib()
+
+    def seconds(self) -> float:
+        if self.start is None or not self.timed:
+            raise RuntimeError("the window ended within its warm-up: no step was timed")
+        return self.end - self.start
 
 
 def held_epsilon(options: Any, late: bool) -> Any:
@@ -204,9 +225,9 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                     f"num_seed_frames={collect + 1}", *overrides])
     actors = cfg.num_actors if isinstance(cfg.num_actors, int) else 1  # else Workspace says
     skip = (warmup_frames(actors) if warmup is None else warmup) if actors > 1 else 0
-    if actors > 1 and not 0 < skip < frames:
-        raise ValueError(f"a window of {frames} frames leaves none to time after the actors' "
-                         f"warm-up of {skip} frames")
+    if actors > 1 and not 0 <= skip < frames - actors:
+        raise WindowTooShort(f"a window of {frames} frames leaves none to time after the "
+                             f"actors' warm-up of {skip} frames")
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(cfg, run_dir or Path(tmp) / "run")
         ws.train()
@@ -215,7 +236,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         ws.cfg.num_seed_frames = 0
         ws.evaluator.run = _Timed(ws.evaluator.run)
         ws.save_snapshot = _Timed(ws.save_snapshot)
-        clock, options = _LoopClock(ws, skip), ws.spec.agent
+        clock, options = _LoopClock(ws, skip, ws.num_actors), ws.spec.agent
 
         def window(late: bool) -> Window:
             agent = ws.agent
@@ -235,7 +256,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                 raise RuntimeError("the window ended without the run's evaluation call")
             k = n if late else 0
             length = (evals.last or {}).get("eval/episode_length", 0.0)
-            return Window(frames - skip, clock.end - clock.start, ws.counters.episode - episodes,
+            return Window(clock.timed, clock.seconds(), ws.counters.episode - episodes,
                           k, evals.seconds - e0, length * k, snaps.calls - sc, snaps.seconds - s0)
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
@@ -273,10 +294,10 @@ def report(result: LateResult, frames: int) -> None:
     snapshot = [w.snapshot_seconds / max(w.snapshots, 1) for _, w in result.rounds]
     r = len(result.rounds)
     n = result.rounds[0][1].eval_episodes
-    timed = result.rounds[0][0].frames
+    timed = [w.frames for pair in result.rounds for w in pair]
     who = ("one process" if result.actors <= 1 else
-           f"{result.actors} actors, started anew per window; the first {frames - timed} frames "
-           f"of each untimed (their start-up)")
+           f"{result.actors} actors, started anew per window; {_spread(timed, '{:.0f}')} frames "
+           f"of each timed, after their start-up")
     print(f"measured: {r} round(s) of {frames} frames per window ({who}), replay pre-filled to "
           f"{result.replay_transitions} transitions; median [min-max] over rounds")
     print(f"  early phase (epsilon 1), training  : {_spread([1 / x for x in early])} frames/s")
