@@ -298,6 +298,7 @@ def test_ctrl_c_while_the_actors_start_up_does_not_wait_for_them(start):
     assert any(stopped), "both actors were built before the Ctrl-C: nothing was tested"
 
 
+@pytest.mark.e2e
 def test_an_actor_acts_at_the_decayed_epsilon_from_its_first_step(monkeypatch):
     # decay_after_reward: a resumed run whose rewards already started the decay starts its
     # actors with decay_from set; their very first steps must not act at the held epsilon 1.
