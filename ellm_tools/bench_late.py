@@ -236,13 +236,13 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         ws.cfg.num_seed_frames = 0
         ws.evaluator.run = _Timed(ws.evaluator.run)
         ws.save_snapshot = _Timed(ws.save_snapshot)
-        clock, options = _LoopClock(ws, skip, ws.num_actors), ws.spec.agent
+        clock = _LoopClock(ws, skip, ws.num_actors)
+        options, learner_options = ws.spec.agent, ws.agent.options
 
         def window(late: bool) -> Window:
-            agent = ws.agent
-            agent.hold_epsilon = not late  # held: train_eps_max; else past the decay
-            agent.decay_start = ws.counters.frame - agent.options.train_eps_decay_steps
-            # The actors build their agents from the options they are given at start.
+            # The learner acts (one process) with its options; the actors build their agents
+            # from the options they are given at start.
+            ws.agent.options = held_epsilon(learner_options, late)
             ws.spec = dataclasses.replace(ws.spec, agent=held_epsilon(options, late))
             ws.evaluator.num_episodes = n if late else 0
             ws.cfg.save_snapshot = late

@@ -99,7 +99,7 @@ def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(
     early_rows = [r for r in rows if start < r["frame"] <= start + 240]
     late_rows = [r for r in rows if r["frame"] > start + 240]
     assert early_rows and late_rows
-    # The learner's own (logged) epsilon: held at 1 until the first reward starts its decay.
+    # The learner's own (logged) epsilon, from its options held as the actors'.
     assert all(r["epsilon"] > 0.999 for r in early_rows)
     assert all(r["epsilon"] < 0.02 for r in late_rows)
     assert (statistics.mean(r["top_action_share"] for r in early_rows) < 0.2
