@@ -134,6 +134,7 @@ META_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "env_episodes": ("a mapping of env names to whole numbers >= 0",
                      lambda v: isinstance(v, dict) and all(
                          isinstance(k, str) and _count(n) for k, n in v.items())),
+    "replay_episodes": ("a whole number >= 0 (the episode files written)", _count),
     "actor_env_episodes": ("a list of whole numbers >= 0",
                            lambda v: isinstance(v, list) and all(map(_count, v))),
     # A negative, infinite or NaN amount would lift the LM budget to any amount.

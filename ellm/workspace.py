@@ -32,7 +32,7 @@ from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
 from ellm.lm_usage import LMUsage
 from ellm.logger import Logger
-from ellm.replay import ReplayStorage, StringTable, make_replay_loader
+from ellm.replay import ReplayStorage, StringTable, drop_episodes_from, make_replay_loader
 from ellm.replay.loader import DeviceBatches
 from ellm.rollout import DIAGNOSTICS, Rollout
 from ellm.timing import Progress, Timer
@@ -70,7 +70,7 @@ class Workspace:
         earlier = snapshot[1] if snapshot is not None and resuming else {}
         self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
         self._build_rollouts(keep)
-        self._build_replay()
+        self._build_replay(earlier.get("replay_episodes") if resuming else None, resuming)
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
         self.counters = checkpoint.RunCounters()
         if snapshot is not None and resuming:
@@ -117,9 +117,18 @@ class Workspace:
             sources=[self.goals, eval_goals], keep_until=keep_until)
         self.eval_goals = eval_goals
 
-    def _build_replay(self) -> None:
+    def _build_replay(self, keep_episodes: int | None, resuming: bool) -> None:
         cfg = self.cfg
         replay_dir = self.run_dir / "buffer"
+        if keep_episodes is not None and replay_dir.is_dir():
+            dropped = drop_episodes_from(replay_dir, keep_episodes)
+            if dropped:
+                log.info("replay: dropped %d episodes (%d steps) written after the snapshot",
+                         len(dropped), sum(f.length for f in dropped))
+        elif resuming and replay_dir.is_dir():
+            log.warning("replay: the snapshot does not say how many episodes it had (written "
+                        "before ellm recorded it), so episodes written after it stay in %s",
+                        replay_dir)
         self.strings = StringTable(replay_dir / "strings.jsonl")
         self.storage = ReplayStorage(replay_dir, self.strings)
         self.loader = make_replay_loader(
@@ -317,6 +326,7 @@ class Workspace:
             "versions": {"ellm": ellm.__version__, "torch": str(torch.__version__)},
             "rng": rng_state(),
             "env_episodes": {name: env.episode_count for name, env in self._seeded_envs().items()},
+            "replay_episodes": self.storage.episodes_written,
             "lm_spent": self.lm.spent(),
             "lm_metrics": self.lm.counts(),
         }

@@ -220,6 +220,7 @@ def test_incompatible_checkpoint_names_the_keys(train, pretrained):
     ("cumulative_reward", float("nan"), "a finite number"),
     ("lm_metrics", {"api_calls": -3.0}, "finite numbers >= 0"),
     ("actor_env_episodes", ["x"], "whole numbers >= 0"),
+    ("replay_episodes", -1, "a whole number >= 0"),
     ("rng", {"python": []}, "random streams"),
     ("first_reward_frame", 10 ** 9, "at most the snapshot's frame"),
 ])

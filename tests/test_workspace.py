@@ -54,6 +54,29 @@ def test_checkpoint_round_trip_restores_agent_counters_and_random_streams(tmp_pa
     assert resumed.env.episode_count == meta["env_episodes"]["train"]
 
 
+def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path):
+    run, keep = tmp_path / "run", ["eval_every_frames=100", "save_buffer=true"]
+    workspace(run, "num_train_frames=100", *keep).train()
+    snapshot = (run / "snapshot.pt").read_bytes()
+    _, meta = checkpoint.load(run)
+    kept = sorted(p.name for p in (run / "buffer").glob("*.npz"))
+    assert meta["replay_episodes"] == len(kept) >= 2  # 40-step episodes
+    # The run goes on past its snapshot and is killed before the next one: the snapshot on disk
+    # is the old one, the replay holds the episodes of the frames after it.
+    workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}").train()
+    assert len(list((run / "buffer").glob("*.npz"))) > len(kept)
+    (run / "snapshot.pt").write_bytes(snapshot)
+
+    resumed = workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}")
+    assert sorted(p.name for p in (run / "buffer").glob("*.npz")) == kept
+    assert resumed.storage.episodes_written == len(kept)
+    assert resumed.storage.num_transitions == 80 <= resumed.counters.frame == 100
+    resumed.train()
+    _, meta = checkpoint.load(run)
+    # Its episodes end at frames 40 and 80, then (a new one started at 100) 140 and 180.
+    assert meta["frame"] == 200 and meta["replay_episodes"] == 4
+
+
 def _tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:
     out = {}
     items = state.items() if isinstance(state, dict) else enumerate(state)

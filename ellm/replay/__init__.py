@@ -3,7 +3,14 @@
 import importlib
 from typing import Any
 
-from ellm.replay.storage import EpisodeStart, ReplayStorage, Row, list_episode_files, load_episode
+from ellm.replay.storage import (
+    EpisodeStart,
+    ReplayStorage,
+    Row,
+    drop_episodes_from,
+    list_episode_files,
+    load_episode,
+)
 from ellm.replay.strings import StringTable
 
 # torch takes seconds to import and only sampling needs it: loaded on first use (PEP 562).
@@ -28,6 +35,7 @@ __all__ = [
     "ReplayStorage",
     "Row",
     "StringTable",
+    "drop_episodes_from",
     "list_episode_files",
     "load_episode",
     "make_replay_loader",

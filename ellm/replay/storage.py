@@ -73,6 +73,17 @@ def list_episode_files(replay_dir: Path) -> list[EpisodeFile]:
     return files
 
 
+def drop_episodes_from(replay_dir: Path, index: int) -> list[EpisodeFile]:
+    """Delete the episode files numbered ``index`` or later; returns them.
+
+    A resumed run calls it with the count its snapshot recorded: episodes a killed run wrote
+    after its last snapshot come from frames the resumed run collects again."""
+    dropped = [f for f in list_episode_files(replay_dir) if f.index >= index]
+    for f in dropped:
+        f.path.unlink()
+    return dropped
+
+
 def save_episode(path: Path, episode: dict[str, np.ndarray]) -> None:
     """Write ``episode`` to ``path`` atomically: a temp file, fsync, rename, fsync of the dir."""
     path = Path(path)
@@ -115,6 +126,11 @@ class ReplayStorage:
         self.num_episodes = len(files)
         self.num_transitions = sum(f.length for f in files)
         self._open: dict[int, dict[str, list]] = {}
+
+    @property
+    def episodes_written(self) -> int:
+        """The number the next episode file gets: every episode this run wrote, kept or not."""
+        return self._next_index
 
     def add_first(self, start: EpisodeStart, source: int = 0) -> None:
         """Open an episode of ``source`` with its reset observation."""
