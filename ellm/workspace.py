@@ -32,7 +32,13 @@ from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
 from ellm.lm_usage import LMUsage
 from ellm.logger import Logger
-from ellm.replay import ReplayStorage, StringTable, drop_episodes_from, make_replay_loader
+from ellm.replay import (
+    ReplayStorage,
+    StringTable,
+    drop_episodes_from,
+    episodes_within,
+    make_replay_loader,
+)
 from ellm.replay.loader import DeviceBatches
 from ellm.rollout import DIAGNOSTICS, Rollout
 from ellm.timing import Progress, Timer
@@ -70,7 +76,7 @@ class Workspace:
         earlier = snapshot[1] if snapshot is not None and resuming else {}
         self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
         self._build_rollouts(keep)
-        self._build_replay(earlier.get("replay_episodes") if resuming else None, resuming)
+        self._build_replay(earlier if resuming else None)
         self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
         self.counters = checkpoint.RunCounters()
         if snapshot is not None and resuming:
@@ -117,18 +123,21 @@ class Workspace:
             sources=[self.goals, eval_goals], keep_until=keep_until)
         self.eval_goals = eval_goals
 
-    def _build_replay(self, keep_episodes: int | None, resuming: bool) -> None:
+    def _build_replay(self, snapshot_meta: dict[str, Any] | None) -> None:
+        """The replay; a resumed run first drops the episodes written after its snapshot."""
         cfg = self.cfg
         replay_dir = self.run_dir / "buffer"
-        if keep_episodes is not None and replay_dir.is_dir():
-            dropped = drop_episodes_from(replay_dir, keep_episodes)
-            if dropped:
+        if snapshot_meta is not None and replay_dir.is_dir():
+            keep = snapshot_meta.get("replay_episodes")
+            if keep is None and not snapshot_meta.get("actor_env_episodes"):
+                keep = episodes_within(replay_dir, snapshot_meta["frame"])  # an older snapshot
+            if keep is None:
+                log.warning("replay: the snapshot does not say how many episodes it had (it "
+                            "predates that record, and its run had actors or deleted episodes), "
+                            "so episodes written after it stay in %s", replay_dir)
+            elif dropped := drop_episodes_from(replay_dir, keep):
                 log.info("replay: dropped %d episodes (%d steps) written after the snapshot",
                          len(dropped), sum(f.length for f in dropped))
-        elif resuming and replay_dir.is_dir():
-            log.warning("replay: the snapshot does not say how many episodes it had (written "
-                        "before ellm recorded it), so episodes written after it stay in %s",
-                        replay_dir)
         self.strings = StringTable(replay_dir / "strings.jsonl")
         self.storage = ReplayStorage(replay_dir, self.strings)
         self.loader = make_replay_loader(

@@ -20,6 +20,8 @@ from ellm.replay import (
     ReplayStorage,
     Row,
     StringTable,
+    drop_episodes_from,
+    episodes_within,
     list_episode_files,
     load_episode,
     make_replay_loader,
@@ -459,3 +461,31 @@ def test_a_worker_waits_for_its_first_episode(tmp_path):
     deadline = time.monotonic() + 20
     while 1 not in eps.check(next(it), 3, 4):
         assert time.monotonic() < deadline
+
+
+def _episode_files(replay_dir: Path, names: list[str]) -> None:
+    replay_dir.mkdir()
+    for name in names:
+        (replay_dir / name).touch()  # the names are all that is read
+
+
+@pytest.mark.parametrize("frames, kept", [
+    (0, 0), (39, 0), (40, 1), (99, 1), (100, 2), (129, 2), (130, 3), (10**6, 3),
+])
+def test_episodes_within_counts_the_files_one_process_wrote_by_a_frame(tmp_path, frames, kept):
+    _episode_files(tmp_path / "buffer", ["000000_40.npz", "000001_60.npz", "000002_30.npz"])
+    assert episodes_within(tmp_path / "buffer", frames) == kept
+
+
+def test_episodes_within_cannot_tell_once_files_were_deleted(tmp_path):
+    _episode_files(tmp_path / "buffer", ["000001_60.npz", "000002_30.npz"])
+    assert episodes_within(tmp_path / "buffer", 10**6) is None
+
+
+def test_drop_episodes_from_deletes_the_later_files_only(tmp_path):
+    _episode_files(tmp_path / "buffer", ["000000_40.npz", "000001_60.npz", "000002_30.npz",
+                                         "strings.jsonl"])
+    dropped = drop_episodes_from(tmp_path / "buffer", 1)
+    assert [f.index for f in dropped] == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "buffer").iterdir()) == ["000000_40.npz",
+                                                                      "strings.jsonl"]

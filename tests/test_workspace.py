@@ -54,7 +54,8 @@ def test_checkpoint_round_trip_restores_agent_counters_and_random_streams(tmp_pa
     assert resumed.env.episode_count == meta["env_episodes"]["train"]
 
 
-def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path):
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "older_snapshot"])
+def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path, recorded):
     run, keep = tmp_path / "run", ["eval_every_frames=100", "save_buffer=true"]
     workspace(run, "num_train_frames=100", *keep).train()
     snapshot = (run / "snapshot.pt").read_bytes()
@@ -66,6 +67,10 @@ def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path):
     workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}").train()
     assert len(list((run / "buffer").glob("*.npz"))) > len(kept)
     (run / "snapshot.pt").write_bytes(snapshot)
+    if not recorded:  # a snapshot of a one-process run from before ellm recorded the count
+        data = torch.load(run / "snapshot.pt", weights_only=True)
+        del data["meta"]["replay_episodes"]
+        torch.save(data, run / "snapshot.pt")
 
     resumed = workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}")
     assert sorted(p.name for p in (run / "buffer").glob("*.npz")) == kept

@@ -8,6 +8,7 @@ from ellm.replay.storage import (
     ReplayStorage,
     Row,
     drop_episodes_from,
+    episodes_within,
     list_episode_files,
     load_episode,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Row",
     "StringTable",
     "drop_episodes_from",
+    "episodes_within",
     "list_episode_files",
     "load_episode",
     "make_replay_loader",

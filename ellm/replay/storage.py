@@ -84,6 +84,22 @@ def drop_episodes_from(replay_dir: Path, index: int) -> list[EpisodeFile]:
     return dropped
 
 
+def episodes_within(replay_dir: Path, frames: int) -> int | None:
+    """How many of one process's episode files its first ``frames`` frames wrote: the first
+    files whose lengths sum to at most ``frames`` (one process writes every frame into its
+    episodes, in order; one open at that frame ends past it). None unless the files are
+    numbered 0, 1, ... without a gap (some were deleted, e.g. by ``save_buffer=false``)."""
+    files = list_episode_files(replay_dir)
+    if [f.index for f in files] != list(range(len(files))):
+        return None
+    total = 0
+    for f in files:
+        total += f.length
+        if total > frames:
+            return f.index
+    return len(files)
+
+
 def save_episode(path: Path, episode: dict[str, np.ndarray]) -> None:
     """Write ``episode`` to ``path`` atomically: a temp file, fsync, rename, fsync of the dir."""
     path = Path(path)
