@@ -63,7 +63,8 @@ def _frame(row: Mapping[str, str]) -> int | None:
 
 
 class Logger:
-    """Fan-out of namespaced scalar metrics; ``start_frame`` > 0 means a resumed run."""
+    """Fan-out of namespaced scalar metrics; ``resumed``: a run resumed at ``start_frame``
+    (0 included), whose CSVs drop the rows logged after it."""
 
     def __init__(
         self,
@@ -75,12 +76,13 @@ class Logger:
         wandb_name: str | None = None,
         resume_id: str | None = None,
         start_frame: int = 0,
+        resumed: bool = False,
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._start_frame = start_frame
         self._csv: dict[str, CsvFile] = {}
-        if start_frame:
+        if start_frame or resumed:
             for path in self.run_dir.glob("*.csv"):
                 self._csv[path.stem] = CsvFile(path, keep_until=start_frame)
         self._tb = None
@@ -88,7 +90,9 @@ class Logger:
         if use_tb:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(self.run_dir / "tb"), purge_step=start_frame or None)
+            # Events after the snapshot go, as the CSVs' rows do; those at its frame stay.
+            self._tb = SummaryWriter(str(self.run_dir / "tb"),
+                                     purge_step=start_frame + 1 if start_frame or resumed else None)
         if use_wandb:
             self._wandb = _init_wandb(
                 self.run_dir, wandb_config or {}, wandb_project, wandb_name, resume_id)

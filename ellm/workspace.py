@@ -36,7 +36,6 @@ from ellm.replay import (
     ReplayStorage,
     StringTable,
     drop_episodes_from,
-    episodes_within,
     make_replay_loader,
 )
 from ellm.replay.loader import DeviceBatches
@@ -90,7 +89,8 @@ class Workspace:
         self.logger = Logger(
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
-            start_frame=self.counters.frame)
+            start_frame=self.counters.frame, resumed=resuming)
+        self.resumed = resuming
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
                                                   keep_until=keep)
         self.last_eval: dict[str, float] = {}
@@ -127,19 +127,17 @@ class Workspace:
         """The replay; a resumed run first drops the episodes written after its snapshot."""
         cfg = self.cfg
         replay_dir = self.run_dir / "buffer"
-        if snapshot_meta is not None and replay_dir.is_dir():
-            keep = snapshot_meta.get("replay_episodes")
-            if keep is None and not snapshot_meta.get("actor_env_episodes"):
-                keep = episodes_within(replay_dir, snapshot_meta["frame"])  # an older snapshot
-            if keep is None:
-                log.warning("replay: the snapshot does not say how many episodes it had (it "
-                            "predates that record, and its run had actors or deleted episodes), "
-                            "so episodes written after it stay in %s", replay_dir)
-            elif dropped := drop_episodes_from(replay_dir, keep):
+        keep = None if snapshot_meta is None else snapshot_meta.get("replay_episodes")
+        if keep is not None and replay_dir.is_dir():
+            if dropped := drop_episodes_from(replay_dir, keep):
                 log.info("replay: dropped %d episodes (%d steps) written after the snapshot",
                          len(dropped), sum(f.length for f in dropped))
+        elif snapshot_meta is not None and replay_dir.is_dir():
+            log.warning("replay: the snapshot does not say how many episodes it had (written "
+                        "before ellm recorded it), so episodes written after it stay in %s",
+                        replay_dir)
         self.strings = StringTable(replay_dir / "strings.jsonl")
-        self.storage = ReplayStorage(replay_dir, self.strings)
+        self.storage = ReplayStorage(replay_dir, self.strings, first_index=keep or 0)
         self.loader = make_replay_loader(
             replay_dir, capacity=cfg.replay_buffer_size, batch_size=cfg.batch_size,
             num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
@@ -216,7 +214,7 @@ class Workspace:
 
     def _loop(self, collector: Collector) -> None:
         """Store and count each collected step, make the updates due, log and evaluate when due."""
-        if self.counters.frame == 0 < self.cfg.num_train_frames:
+        if self.counters.frame == 0 < self.cfg.num_train_frames and not self.resumed:
             self._evaluate()  # the untrained agent, as the original evaluates at step 0
         for source, start in collector.begin():
             self.storage.add_first(start, source)

@@ -42,6 +42,25 @@ def test_resumed_logger_drops_rows_after_the_snapshot(tmp_path):
     assert [r["frame"] for r in read(tmp_path / "train.csv")] == ["100", "200", "250"]
 
 
+@pytest.mark.parametrize("snapshot_frame", [0, 200])
+def test_resumed_logger_drops_rows_and_events_after_the_snapshot_kept_at_it(tmp_path,
+                                                                            snapshot_frame):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = Logger(tmp_path, use_tb=True)
+    for frame in (0, 200, 300):
+        logger.log({"eval/a": frame}, frame=frame)
+    logger.close()
+    resumed = Logger(tmp_path, use_tb=True, start_frame=snapshot_frame, resumed=True)
+    resumed.log({"eval/a": 250}, frame=250)
+    resumed.close()
+    kept = [f for f in (0, 200) if f <= snapshot_frame] + [250]
+    assert [int(r["frame"]) for r in read(tmp_path / "eval.csv")] == kept
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("eval/a")] == kept
+
+
 def test_stats_writer_keeps_episodes_up_to_the_snapshot(tmp_path):
     path = tmp_path / "stats.jsonl"
     writer = StatsWriter(path)

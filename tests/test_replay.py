@@ -21,7 +21,6 @@ from ellm.replay import (
     Row,
     StringTable,
     drop_episodes_from,
-    episodes_within,
     list_episode_files,
     load_episode,
     make_replay_loader,
@@ -469,19 +468,6 @@ def _episode_files(replay_dir: Path, names: list[str]) -> None:
         (replay_dir / name).touch()  # the names are all that is read
 
 
-@pytest.mark.parametrize("frames, kept", [
-    (0, 0), (39, 0), (40, 1), (99, 1), (100, 2), (129, 2), (130, 3), (10**6, 3),
-])
-def test_episodes_within_counts_the_files_one_process_wrote_by_a_frame(tmp_path, frames, kept):
-    _episode_files(tmp_path / "buffer", ["000000_40.npz", "000001_60.npz", "000002_30.npz"])
-    assert episodes_within(tmp_path / "buffer", frames) == kept
-
-
-def test_episodes_within_cannot_tell_once_files_were_deleted(tmp_path):
-    _episode_files(tmp_path / "buffer", ["000001_60.npz", "000002_30.npz"])
-    assert episodes_within(tmp_path / "buffer", 10**6) is None
-
-
 def test_drop_episodes_from_deletes_the_later_files_only(tmp_path):
     _episode_files(tmp_path / "buffer", ["000000_40.npz", "000001_60.npz", "000002_30.npz",
                                          "strings.jsonl"])
@@ -489,3 +475,13 @@ def test_drop_episodes_from_deletes_the_later_files_only(tmp_path):
     assert [f.index for f in dropped] == [1, 2]
     assert sorted(p.name for p in (tmp_path / "buffer").iterdir()) == ["000000_40.npz",
                                                                       "strings.jsonl"]
+
+
+def test_a_resumed_storage_numbers_on_from_the_snapshots_count(tmp_path):
+    _episode_files(tmp_path / "buffer", ["000000_40.npz"])  # 1-4 were evicted, then dropped
+    storage = ReplayStorage(tmp_path / "buffer", StringTable(tmp_path / "buffer" / "s.jsonl"),
+                            first_index=5)
+    assert storage.episodes_written == 5
+    storage.add_first(EpisodeStart(np.zeros((4, 4), np.uint8), "t", "g"))
+    storage.add(Row(np.zeros((4, 4), np.uint8), 0, 0.0, 1.0, "t", "g", True))
+    assert [f.index for f in list_episode_files(tmp_path / "buffer")] == [0, 5]

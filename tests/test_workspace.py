@@ -55,7 +55,7 @@ def test_checkpoint_round_trip_restores_agent_counters_and_random_streams(tmp_pa
 
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "older_snapshot"])
-def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path, recorded):
+def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path, caplog, recorded):
     run, keep = tmp_path / "run", ["eval_every_frames=100", "save_buffer=true"]
     workspace(run, "num_train_frames=100", *keep).train()
     snapshot = (run / "snapshot.pt").read_bytes()
@@ -65,14 +65,19 @@ def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path, r
     # The run goes on past its snapshot and is killed before the next one: the snapshot on disk
     # is the old one, the replay holds the episodes of the frames after it.
     workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}").train()
-    assert len(list((run / "buffer").glob("*.npz"))) > len(kept)
+    written = sorted(p.name for p in (run / "buffer").glob("*.npz"))
+    assert len(written) > len(kept)
     (run / "snapshot.pt").write_bytes(snapshot)
-    if not recorded:  # a snapshot of a one-process run from before ellm recorded the count
+    if not recorded:  # a snapshot from before ellm recorded the count: it cannot tell
         data = torch.load(run / "snapshot.pt", weights_only=True)
         del data["meta"]["replay_episodes"]
         torch.save(data, run / "snapshot.pt")
 
     resumed = workspace(run, "num_train_frames=200", *keep, f"snapshot_path={run}")
+    if not recorded:
+        assert sorted(p.name for p in (run / "buffer").glob("*.npz")) == written
+        assert "episodes written after it stay" in caplog.text
+        return
     assert sorted(p.name for p in (run / "buffer").glob("*.npz")) == kept
     assert resumed.storage.episodes_written == len(kept)
     assert resumed.storage.num_transitions == 80 <= resumed.counters.frame == 100
@@ -80,6 +85,22 @@ def test_resume_drops_the_replay_episodes_written_after_the_snapshot(tmp_path, r
     _, meta = checkpoint.load(run)
     # Its episodes end at frames 40 and 80, then (a new one started at 100) 140 and 180.
     assert meta["frame"] == 200 and meta["replay_episodes"] == 4
+
+
+def test_a_run_resumed_at_frame_0_is_evaluated_there_once_and_drops_later_rows(tmp_path):
+    run, keep = tmp_path / "run", ["num_train_frames=100", "eval_every_frames=100"]
+    first = workspace(run, *keep)
+    first._evaluate()  # the untrained agent's evaluation and the snapshot at frame 0 ...
+    first.logger.close()  # ... then the run is killed
+    snapshot = (run / "snapshot.pt").read_bytes()
+    workspace(run, *keep, f"snapshot_path={run}").train()
+    assert [int(float(r["frame"])) for r in csv_rows(run / "eval.csv")] == [0, 100]
+    assert csv_rows(run / "train.csv")
+    # Killed again before its next snapshot: the rows after frame 0 go, the evaluation stays.
+    (run / "snapshot.pt").write_bytes(snapshot)
+    workspace(run, *keep, f"snapshot_path={run}")
+    assert [int(float(r["frame"])) for r in csv_rows(run / "eval.csv")] == [0]
+    assert csv_rows(run / "train.csv") == []
 
 
 def _tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:

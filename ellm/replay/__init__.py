@@ -8,7 +8,6 @@ from ellm.replay.storage import (
     ReplayStorage,
     Row,
     drop_episodes_from,
-    episodes_within,
     list_episode_files,
     load_episode,
 )
@@ -37,7 +36,6 @@ __all__ = [
     "Row",
     "StringTable",
     "drop_episodes_from",
-    "episodes_within",
     "list_episode_files",
     "load_episode",
     "make_replay_loader",

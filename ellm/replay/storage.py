@@ -84,22 +84,6 @@ def drop_episodes_from(replay_dir: Path, index: int) -> list[EpisodeFile]:
     return dropped
 
 
-def episodes_within(replay_dir: Path, frames: int) -> int | None:
-    """How many of one process's episode files its first ``frames`` frames wrote: the first
-    files whose lengths sum to at most ``frames`` (one process writes every frame into its
-    episodes, in order; one open at that frame ends past it). None unless the files are
-    numbered 0, 1, ... without a gap (some were deleted, e.g. by ``save_buffer=false``)."""
-    files = list_episode_files(replay_dir)
-    if [f.index for f in files] != list(range(len(files))):
-        return None
-    total = 0
-    for f in files:
-        total += f.length
-        if total > frames:
-            return f.index
-    return len(files)
-
-
 def save_episode(path: Path, episode: dict[str, np.ndarray]) -> None:
     """Write ``episode`` to ``path`` atomically: a temp file, fsync, rename, fsync of the dir."""
     path = Path(path)
@@ -131,14 +115,16 @@ def load_episode(path: Path) -> dict[str, np.ndarray]:
 class ReplayStorage:
     """Main process: writes each episode when it ends; one open when the run stops is dropped."""
 
-    def __init__(self, replay_dir: Path, strings: StringTable) -> None:
+    def __init__(self, replay_dir: Path, strings: StringTable, first_index: int = 0) -> None:
         self.replay_dir = Path(replay_dir)
         self.replay_dir.mkdir(parents=True, exist_ok=True)
         self.strings = strings
         for tmp in self.replay_dir.glob(f".*.npz{_TMP_SUFFIX}"):
             tmp.unlink()
         files = list_episode_files(self.replay_dir)
-        self._next_index = files[-1].index + 1 if files else 0
+        # A resumed run numbers on from its snapshot's count even where older files were
+        # deleted, so a later resume from the same snapshot still tells its episodes apart.
+        self._next_index = max(files[-1].index + 1 if files else 0, first_index)
         self.num_episodes = len(files)
         self.num_transitions = sum(f.length for f in files)
         self._open: dict[int, dict[str, list]] = {}
