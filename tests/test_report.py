@@ -387,6 +387,8 @@ def test_lm_counters_add_up_across_a_resume(tmp_path):
     ({"env_spec": {"name": "CrafterReward-v1"}}, "Extrinsic reward"),
     ({"env_spec": {"name": "CrafterReward-v1"},
       "agent": {"train_eps_min": 1, "train_eps_max": 1, "eval_eps": 1}}, "Random actions"),
+    ({"method": "extrinsic", "env_spec": {"name": "CrafterReward-v1"},
+      "agent": {"train_eps_min": 1, "train_eps_max": 1, "eval_eps": 1}}, "Random actions"),
     ({"env_spec": {"name": "Housekeep", "lm_spec": {"lm_class": "GPTHousekeep", "lm": "m"}}},
      "Housekeep: ELLM-m"),
     ({"env_spec": {"single_task": "attack cow"}}, "ELLM-oracle [attack cow]"),

@@ -138,10 +138,10 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
     runs, `` [task]`` behind for single-task runs, `` key=value`` for each ``group_by`` key."""
     if not config:
         name = "unknown (no config.json)"
+    elif is_random(config):  # epsilon 1 throughout acts at random, whatever the method
+        name = RANDOM
     elif "method" in config:
         name = _recorded_method(config)
-    elif is_random(config):
-        name = RANDOM
     elif baseline(config) is not None:
         name = str(baseline(config))
         if name == "RND" and cfg_get(config, "agent.noveld"):
