@@ -63,8 +63,8 @@ def _frame(row: Mapping[str, str]) -> int | None:
 
 
 class Logger:
-    """Fan-out of namespaced scalar metrics; ``resumed``: a run resumed at ``start_frame``
-    (0 included), whose CSVs drop the rows logged after it."""
+    """Fan-out of namespaced scalar metrics; ``resumed_at``: the snapshot's frame of a resumed
+    run (0 included), whose CSVs and TensorBoard events after it are dropped."""
 
     def __init__(
         self,
@@ -75,16 +75,14 @@ class Logger:
         wandb_project: str = "ellm",
         wandb_name: str | None = None,
         resume_id: str | None = None,
-        start_frame: int = 0,
-        resumed: bool = False,
+        resumed_at: int | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._start_frame = start_frame
         self._csv: dict[str, CsvFile] = {}
-        if start_frame or resumed:
+        if resumed_at is not None:
             for path in self.run_dir.glob("*.csv"):
-                self._csv[path.stem] = CsvFile(path, keep_until=start_frame)
+                self._csv[path.stem] = CsvFile(path, keep_until=resumed_at)
         self._tb = None
         self._wandb = None
         if use_tb:
@@ -92,7 +90,7 @@ class Logger:
 
             # Events after the snapshot go, as the CSVs' rows do; those at its frame stay.
             self._tb = SummaryWriter(str(self.run_dir / "tb"),
-                                     purge_step=start_frame + 1 if start_frame or resumed else None)
+                                     purge_step=None if resumed_at is None else resumed_at + 1)
         if use_wandb:
             self._wandb = _init_wandb(
                 self.run_dir, wandb_config or {}, wandb_project, wandb_name, resume_id)

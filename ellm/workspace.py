@@ -89,7 +89,7 @@ class Workspace:
         self.logger = Logger(
             self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
             wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
-            start_frame=self.counters.frame, resumed=resuming)
+            resumed_at=self.counters.frame if resuming else None)
         self.resumed = resuming
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
                                                   keep_until=keep)

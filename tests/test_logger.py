@@ -37,7 +37,7 @@ def test_resumed_logger_drops_rows_after_the_snapshot(tmp_path):
         logger.log({"train/a": frame}, frame=frame)
     with (tmp_path / "train.csv").open("a") as f:
         f.write("40")  # a row torn by kill -9
-    resumed = Logger(tmp_path, start_frame=200)
+    resumed = Logger(tmp_path, resumed_at=200)
     resumed.log({"train/a": 250}, frame=250)
     assert [r["frame"] for r in read(tmp_path / "train.csv")] == ["100", "200", "250"]
 
@@ -51,7 +51,7 @@ def test_resumed_logger_drops_rows_and_events_after_the_snapshot_kept_at_it(tmp_
     for frame in (0, 200, 300):
         logger.log({"eval/a": frame}, frame=frame)
     logger.close()
-    resumed = Logger(tmp_path, use_tb=True, start_frame=snapshot_frame, resumed=True)
+    resumed = Logger(tmp_path, use_tb=True, resumed_at=snapshot_frame)
     resumed.log({"eval/a": 250}, frame=250)
     resumed.close()
     kept = [f for f in (0, 200) if f <= snapshot_frame] + [250]
