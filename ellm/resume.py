@@ -72,10 +72,13 @@ def resumed_config(cfg: DictConfig, overrides: Sequence[str],
     then = leaves(dict(recorded))
     now = leaves(OmegaConf.to_container(cfg, resolve=True))
     refused, taken = [], {}
+    # A key only a config group adds (agent=noveld's agent.noveld, +agent.rep_dim=16) is absent
+    # from a command line that names the snapshot alone: it comes back from the record.
+    for key in then.keys() - now.keys():
+        if _from_record(key):
+            taken[key] = then[key]
     for key, value in now.items():
-        # Secrets are recorded blanked; finetune_snapshot says what this command does.
-        if (key.rpartition(".")[2] in SECRET_KEYS or key == "finetune_snapshot"
-                or key.startswith("hydra") or key not in then):
+        if not _from_record(key) or key not in then:
             continue
         if then[key] == value:
             continue
@@ -98,6 +101,13 @@ def resumed_config(cfg: DictConfig, overrides: Sequence[str],
     if taken:
         log.info("resuming with the run's own settings: %s", _shown(taken))
     return out
+
+
+def _from_record(key: str) -> bool:
+    """Whether a resumed run takes ``key`` from its record: secrets are recorded blanked, and
+    finetune_snapshot and hydra say what this command does."""
+    return not (key.rpartition(".")[2] in SECRET_KEYS or key == "finetune_snapshot"
+                or key.startswith("hydra"))
 
 
 def _shown(values: Mapping[str, Any], limit: int = 12) -> str:

@@ -682,6 +682,26 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
 
 
 @pytest.mark.e2e
+def test_a_baseline_resumes_from_its_snapshot_path_alone(train, tmp_path):
+    """The keys only agent=noveld adds (agent.noveld, and a width set beside it) come back from
+    the record when the command names the snapshot alone, as the README resumes a run."""
+    train("method=noveld", "agent.rep_dim=16", "env_spec.name=CrafterTextEnv-v2", *TINY,
+          "num_train_frames=60", "exp_name=noveld")
+    (run,) = tmp_path.glob("exp_local/*/noveld_*")
+    first = snapshot(run)
+    train(f"snapshot_path={run}", "num_train_frames=80")
+    resumed = snapshot(run)
+    assert resumed["meta"]["frame"] == 80
+    assert resumed["agent"]["num_updates"] == first["agent"]["num_updates"] + 5
+    modules = resumed["agent"]["intrinsic"]["modules"]
+    assert {name: state["stats"]["count"] > first["agent"]["intrinsic"]["modules"][name]
+            ["stats"]["count"] for name, state in modules.items()} == {"pixel": True}
+    rows = csv_rows(run / "train.csv")
+    assert [int(r["frame"]) for r in rows] == [20, 40, 60, 80]
+    assert math.isfinite(float(rows[-1]["noveld_pixel_raw"])) and "rnd_pixel_raw" not in rows[-1]
+
+
+@pytest.mark.e2e
 def test_random_actions_are_a_method_that_never_learns(train, tmp_path):
     train("method=random", *TINY, "num_train_frames=60", "exp_name=random")
     (run,) = tmp_path.glob("exp_local/*/random_*")
