@@ -699,6 +699,8 @@ def test_a_baseline_resumes_from_its_snapshot_path_alone(train, tmp_path):
     rows = csv_rows(run / "train.csv")
     assert [int(r["frame"]) for r in rows] == [20, 40, 60, 80]
     assert math.isfinite(float(rows[-1]["noveld_pixel_raw"])) and "rnd_pixel_raw" not in rows[-1]
+    recorded = json.loads((run / "config.json").read_text())["agent"]  # rewritten on resume
+    assert (recorded["noveld"], recorded["rep_dim"]) == (True, 16)
 
 
 @pytest.mark.e2e
