@@ -282,15 +282,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
     if args.late:
-        from ellm_tools.bench_late import WindowTooShort, late_phase, report
+        from ellm_tools.bench_late import late_phase, report
 
         if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
             parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
-        try:
-            result = late_phase(args.frames, args.rounds, args.prefill, args.overrides)
-        except WindowTooShort as e:
-            parser.error(f"--late: {e}")
-        report(result, args.frames)
+        report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
         return
     if args.actors:
         from ellm_tools.bench_actors import actors_bench

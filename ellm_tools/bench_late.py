@@ -23,8 +23,9 @@ With ``num_actors=N`` (N >= 2) every window starts the N actors anew, as a resum
 epsilon held in the options they are given (the early window's at ``agent.train_eps_max``, the
 late window's at ``agent.train_eps_min``). A window's clock starts once each actor has sent a
 step and the learner has then taken :func:`warmup_frames` more, so that their start-up and the
-chunks they made meanwhile are not counted; the window's frames are counted from there too. The evaluation and
-the snapshot run while the actors are alive, as in a run.
+chunks they made meanwhile are not counted; the window then times ``--frames`` frames, however
+many its warm-up took (a slow actor's start-up lengthens the warm-up, not the timed part). The
+evaluation and the snapshot run while the actors are alive, as in a run.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class Window:
     eval_frames: float  # the evaluation episodes' steps (full length: 400 each)
     snapshots: int
     snapshot_seconds: float
+    warmup_frames: int  # with actors: taken before the clock started, not in ``frames``
+    span: tuple[int, int]  # the run's frame counter at the window's start and end
 
     @property
     def train_seconds_per_frame(self) -> float:
@@ -154,20 +157,19 @@ def warmup_frames(num_actors: int) -> int:
     return 0 if num_actors <= 1 else 4 * CHUNK_STEPS * num_actors
 
 
-class WindowTooShort(ValueError):
-    """A window with actors that would leave no frame to time after their warm-up."""
-
-
 class _LoopClock:
     """Times the loop of each ``ws.train()`` (actors started and stopped outside it), from the
-    step after its warm-up to the loop's end, and counts the steps it timed; the memory is read
-    at that end. The warm-up: ``skip`` steps, counted from the one by which each of the
-    ``sources`` (the actors) has sent one; with one process, none."""
+    step after its warm-up to the loop's end, and counts the steps it timed (``timed``) and those
+    of the warm-up (``untimed``); the memory is read at that end. The warm-up: ``skip`` steps,
+    counted from the one by which each of the ``sources`` (the actors) has sent one; with one
+    process, none. Each of the first ``most`` warm-up steps moves the loop's end
+    (``ws.cfg.num_train_frames``) one frame on, so the steps timed are those the window was given
+    however long the warm-up took, and an actor that never sends a step cannot hold the loop."""
 
-    def __init__(self, ws: Any, skip: int, sources: int) -> None:
-        self.skip, self.sources = skip, sources
+    def __init__(self, ws: Any, skip: int, sources: int, most: int) -> None:
+        self.skip, self.sources, self.most, self._cfg = skip, sources, most, ws.cfg
         self.start: float | None = None
-        self.end, self.timed, self.memory = 0.0, 0, {}
+        self.end, self.timed, self.untimed, self.memory = 0.0, 0, 0, {}
         self._collector = ws._collector
         ws._collector = self._timed
 
@@ -175,7 +177,8 @@ class _LoopClock:
     def _timed(self) -> Iterator[Any]:
         with self._collector() as collector:
             warm = self.sources <= 1 and self.skip == 0
-            self.start, self.timed = (time.perf_counter() if warm else None), 0
+            self.start = time.perf_counter() if warm else None
+            self.timed = self.untimed = 0
             seen: set[int] = set()
             after = 0  # steps taken since each source had sent one
             plain_next = collector.next
@@ -190,6 +193,8 @@ class _LoopClock:
                 else:
                     seen.add(got.source)
                     after += len(seen) == self.sources
+                    self.untimed += 1
+                    self._cfg.num_train_frames += self.untimed <= self.most
                 return got
 
             collector.next = next_step
@@ -199,7 +204,8 @@ class _LoopClock:
 
     def seconds(self) -> float:
         if self.start is None or not self.timed:
-            raise RuntimeError("the window ended within its warm-up: no step was timed")
+            raise RuntimeError(f"the window ended within its warm-up: no step was timed in "
+                               f"{self.untimed} steps ({self.skip} after every actor's first)")
         return self.end - self.start
 
 
@@ -225,9 +231,8 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                     f"num_seed_frames={collect + 1}", *overrides])
     actors = cfg.num_actors if isinstance(cfg.num_actors, int) else 1  # else Workspace says
     skip = (warmup_frames(actors) if warmup is None else warmup) if actors > 1 else 0
-    if actors > 1 and not 0 <= skip < frames - actors:
-        raise WindowTooShort(f"a window of {frames} frames leaves none to time after the "
-                             f"actors' warm-up of {skip} frames")
+    if frames < 1 or skip < 0:
+        raise ValueError(f"a window needs frames >= 1 and a warm-up >= 0, not {frames} and {skip}")
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(cfg, run_dir or Path(tmp) / "run")
         ws.train()
@@ -236,7 +241,8 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         ws.cfg.num_seed_frames = 0
         ws.evaluator.run = _Timed(ws.evaluator.run)
         ws.save_snapshot = _Timed(ws.save_snapshot)
-        clock = _LoopClock(ws, skip, ws.num_actors)
+        # A warm-up lengthens its window by at most ten windows' worth of steps.
+        clock = _LoopClock(ws, skip, ws.num_actors, most=10 * (frames + skip))
         options, learner_options = ws.spec.agent, ws.agent.options
 
         def window(late: bool) -> Window:
@@ -250,14 +256,15 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
             ws.cfg.num_train_frames = ws.counters.frame + frames
             evals, snaps = ws.evaluator.run, ws.save_snapshot
             e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
-            episodes = ws.counters.episode
+            episodes, first = ws.counters.episode, ws.counters.frame
             ws.train()
             if evals.calls == ec:
                 raise RuntimeError("the window ended without the run's evaluation call")
             k = n if late else 0
             length = (evals.last or {}).get("eval/episode_length", 0.0)
             return Window(clock.timed, clock.seconds(), ws.counters.episode - episodes,
-                          k, evals.seconds - e0, length * k, snaps.calls - sc, snaps.seconds - s0)
+                          k, evals.seconds - e0, length * k, snaps.calls - sc, snaps.seconds - s0,
+                          clock.untimed, (first, ws.counters.frame))
 
         window(late=True)  # untimed: loads the pre-filled replay, first updates and snapshot
         results = [(window(late=False), window(late=True)) for _ in range(rounds)]
@@ -294,10 +301,10 @@ def report(result: LateResult, frames: int) -> None:
     snapshot = [w.snapshot_seconds / max(w.snapshots, 1) for _, w in result.rounds]
     r = len(result.rounds)
     n = result.rounds[0][1].eval_episodes
-    timed = [w.frames for pair in result.rounds for w in pair]
+    untimed = [w.warmup_frames for pair in result.rounds for w in pair]
     who = ("one process" if result.actors <= 1 else
-           f"{result.actors} actors, started anew per window; {_spread(timed, '{:.0f}')} frames "
-           f"of each timed, after their start-up")
+           f"{result.actors} actors, started anew per window, timed after their start-up and a "
+           f"warm-up of {_spread(untimed, '{:.0f}')} frames")
     print(f"measured: {r} round(s) of {frames} frames per window ({who}), replay pre-filled to "
           f"{result.replay_transitions} transitions; median [min-max] over rounds")
     print(f"  early phase (epsilon 1), training  : {_spread([1 / x for x in early])} frames/s")

@@ -87,7 +87,12 @@ def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(
     result = late_phase(frames=240, rounds=1, prefill=600, overrides=tiny, collect=120,
                         run_dir=tmp_path / "run", warmup=80)
     ((early, late),) = result.rounds
-    assert result.actors == 2 and 0 < early.frames <= 240 - 80 and 0 < late.frames <= 240 - 80
+    # Each window times its 240 frames after the actors' start-up and 80 more, however long
+    # that start-up took; its warm-up frames are counted apart.
+    assert result.actors == 2 and early.frames == late.frames == 240
+    for w in (early, late):
+        assert w.warmup_frames > 80 and w.span[1] - w.span[0] == w.frames + w.warmup_frames
+    assert early.span[1] == late.span[0]
     assert late.eval_episodes == 1 and late.snapshots == 1 and early.snapshots == 0
     assert 0 < late.eval_seconds + late.snapshot_seconds < late.seconds
     assert result.memory["children"] >= 2  # read while the actors were alive
@@ -95,9 +100,8 @@ def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(
     # (epsilon 1), greedily in the late one (an untrained net's argmax repeats itself).
     rows = [{k: float(v) for k, v in row.items() if k in ("frame", "epsilon", "top_action_share")}
             for row in csv_rows(tmp_path / "run" / "train.csv")]
-    start = 120 + 240  # the collected frames, then the untimed first window
-    early_rows = [r for r in rows if start < r["frame"] <= start + 240]
-    late_rows = [r for r in rows if r["frame"] > start + 240]
+    early_rows = [r for r in rows if early.span[0] < r["frame"] <= early.span[1]]
+    late_rows = [r for r in rows if r["frame"] > late.span[0]]
     assert early_rows and late_rows
     # The learner's own (logged) epsilon, from its options held as the actors'.
     assert all(r["epsilon"] > 0.999 for r in early_rows)
@@ -106,12 +110,12 @@ def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(
             < statistics.mean(r["top_action_share"] for r in late_rows))
 
 
-def test_the_late_phase_with_actors_needs_frames_after_their_warmup(capsys):
+def test_the_late_phase_needs_a_window_of_frames(capsys):
     from ellm_tools.bench import main
 
     with pytest.raises(SystemExit):
-        main(["--late", "--frames", "10", "--prefill", "0", "num_actors=2"])
-    assert "leaves none to time after the actors' warm-up" in capsys.readouterr().err
+        main(["--late", "--frames", "0", "--prefill", "0", "num_actors=2"])
+    assert "--late needs" in capsys.readouterr().err
 
 
 class _FakeCollector:
@@ -127,27 +131,40 @@ class _FakeCollector:
         return SimpleNamespace(source=self.sources[self.taken - 1])
 
 
-def _run_clock(clock_args, sources, fast_from):
+def _run_clock(clock_args, sources, fast_from, frames, most=100):
+    """A loop as the workspace's: steps until the frame counter reaches ``num_train_frames``,
+    read before each step."""
     collector = _FakeCollector(sources, 0.05, fast_from)
 
     @contextlib.contextmanager
     def plain():
         yield collector
 
-    ws = SimpleNamespace(_collector=plain)
-    clock = _LoopClock(ws, *clock_args)
+    ws = SimpleNamespace(_collector=plain, cfg=SimpleNamespace(num_train_frames=frames))
+    clock = _LoopClock(ws, *clock_args, most=most)
     with ws._collector() as c:
-        for _ in sources:
+        while c.taken < ws.cfg.num_train_frames:
             c.next(None)
     return clock
 
 
 def test_the_loop_clock_times_only_the_steps_after_every_actors_warmup():
-    # Actor 1 sends its first step fourth: it and the next are the warm-up, 4 steps are timed.
-    clock = _run_clock((2, 2), [0, 0, 0, 1, 0, 1, 0, 1, 0], fast_from=5)
-    assert clock.timed == 4 and clock.seconds() < 0.04
-    one = _run_clock((0, 1), [0] * 5, fast_from=2)  # one process: every step, from the start
-    assert one.timed == 5 and one.seconds() >= 0.1
-    short = _run_clock((8, 2), [0, 1, 0, 1], fast_from=0)  # ends within its warm-up
-    with pytest.raises(RuntimeError, match="no step was timed"):
-        short.seconds()
+    # Actor 1 sends its first step fourth: it and the next are the warm-up, then the window's
+    # 4 steps are timed.
+    clock = _run_clock((2, 2), [0, 0, 0, 1, 0, 1, 0, 1, 0], fast_from=5, frames=4)
+    assert (clock.timed, clock.untimed) == (4, 5) and clock.seconds() < 0.04
+    one = _run_clock((0, 1), [0] * 5, fast_from=2, frames=5)  # one process: all, from the start
+    assert (one.timed, one.untimed) == (5, 0) and one.seconds() >= 0.1
+    # Actor 1 never sends a step: the warm-up lengthens the window by at most ``most`` steps.
+    never = _run_clock((2, 2), [0] * 9, fast_from=0, frames=4, most=5)
+    assert (never.timed, never.untimed) == (0, 9)
+    with pytest.raises(RuntimeError, match="no step was timed in 9 steps"):
+        never.seconds()
+
+
+def test_a_slow_actor_lengthens_the_warmup_not_the_timed_window():
+    # Actor 0 sends more steps than the window has before actor 1 sends its first (an actor
+    # whose start-up lags under load): the window still times its 4 steps, after the warm-up.
+    sources = [0] * 6 + [1, 0, 1, 0, 1, 0]
+    clock = _run_clock((2, 2), sources, fast_from=8, frames=4)
+    assert (clock.timed, clock.untimed) == (4, 8) and clock.seconds() < 0.04
