@@ -36,11 +36,13 @@ class Curve:
 
 
 def by_method(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """Runs grouped by method, methods in order of first appearance."""
+    """Runs grouped by method, methods in order of first appearance, each method's runs in seed
+    order (runs without a seed last), so that per-seed values read alike however the paths were
+    given."""
     groups: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         groups[run.method].append(run)
-    return dict(groups)
+    return {m: sorted(g, key=lambda r: (r.seed is None, r.seed or 0)) for m, g in groups.items()}
 
 
 def pooling_warnings(runs: Sequence[Run]) -> list[str]:
