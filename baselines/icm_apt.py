@@ -28,7 +28,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from baselines.agent import IntrinsicAgent, IntrinsicOptions
-from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder, mlp
+from baselines.intrinsic import (
+    EPS,
+    RewardOutput,
+    RunningMeanStd,
+    Transitions,
+    forward_keeping,
+    input_encoder,
+    mlp,
+)
 from baselines.paper import PaperAPT
 from ellm.agent_options import AgentOptions
 from ellm.errors import ConfigError
@@ -64,8 +72,11 @@ class ICM(nn.Module):
         self.forward_model = mlp(rep_dim + num_actions, hidden_dim, rep_dim)
         self.inverse_model = mlp(2 * rep_dim, hidden_dim, num_actions)
 
-    def losses(self, batch: Transitions) -> ICMLosses:
-        phi, phi_next = self.encoder(batch.obs), self.encoder(batch.next_obs)
+    def losses(self, batch: Transitions, phi_next: torch.Tensor | None = None) -> ICMLosses:
+        """``phi_next``: the encoder's output on ``batch.next_obs`` (with its graph), if computed."""
+        phi = self.encoder(batch.obs)
+        if phi_next is None:
+            phi_next = self.encoder(batch.next_obs)
         action = batch.action.long()
         onehot = F.one_hot(action, self.num_actions).to(phi.dtype)
         predicted = self.forward_model(torch.cat([phi.detach(), onehot], dim=1))
@@ -88,25 +99,32 @@ class APT:
         self.knn_k = knn_k
         self.stats = RunningMeanStd()
 
-    @torch.no_grad()
-    def raw_reward(self, batch: Transitions) -> torch.Tensor:
-        """Mean distance to the k nearest particles of the same group, [N]."""
-        rep = self.icm.encoder(batch.next_obs).float()
+    def raw_reward(self, batch: Transitions,
+                   keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Mean distance to the k nearest particles of the same group, [N]; and the ``keep``
+        rows' representations with their graph (None without ``keep``), for :meth:`learn`."""
+        rep, kept = forward_keeping(self.icm.encoder, batch.next_obs, keep)
+        rep = rep.float()
         if batch.group is None:
-            return knn_mean_distance(rep, self.knn_k)
+            return knn_mean_distance(rep, self.knn_k), kept
         raw = rep.new_empty(rep.shape[0])
         for g in batch.group.unique():
             members = batch.group == g
             raw[members] = knn_mean_distance(rep[members], self.knn_k)
-        return raw
+        return raw, kept
 
-    def score(self, batch: Transitions) -> RewardOutput:
-        raw = self.raw_reward(batch)
+    def score(self, batch: Transitions, keep: torch.Tensor | None = None) -> RewardOutput:
+        raw, kept = self.raw_reward(batch, keep)
         self.stats.update(raw)
-        return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)))
+        return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)), kept)
 
-    def learn(self, batch: Transitions) -> dict[str, Any]:
-        losses = self.icm.losses(batch)
+    def learn(self, batch: Transitions, kept: torch.Tensor | None = None) -> dict[str, Any]:
+        """One ICM step on the batch; ``kept``, the encoder's output on its next states as
+        :meth:`score` computed it (the same weights), spares a forward pass."""
+        if kept is not None and len(kept) != len(batch.next_obs):
+            raise ValueError(f"kept representations of {len(kept)} states for a batch of "
+                             f"{len(batch.next_obs)}")
+        losses = self.icm.losses(batch, phi_next=kept)
         self.optimizer.zero_grad(set_to_none=True)
         (losses.forward + losses.inverse).backward()
         self.optimizer.step()

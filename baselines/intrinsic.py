@@ -94,17 +94,24 @@ class Transitions(NamedTuple):
 class RewardOutput(NamedTuple):
     raw: torch.Tensor  # [N] the scorer's value before normalisation
     reward: torch.Tensor  # [N] the normalised reward
+    # what the scorer computed with gradients on the rows ``score`` was asked to keep, for its
+    # next ``learn`` on those rows' transitions; None when it keeps nothing
+    kept: Any = None
 
 
 class Scorer(Protocol):
     """One input's networks of a :class:`WindowReward` (RND's target and predictor, APT's ICM)."""
 
-    def score(self, batch: Transitions) -> RewardOutput:
+    def score(self, batch: Transitions, keep: torch.Tensor | None = None) -> RewardOutput:
         """Raw and normalised reward of each transition (no gradients); the raw values enter
-        the running statistic first, so the normaliser includes the batch it scores."""
+        the running statistic first, so the normaliser includes the batch it scores. ``keep``
+        (bool [N]): the rows whose transitions, in order, the next ``learn`` trains on; a scorer
+        may return in ``kept`` what it computed for them with gradients, to spare ``learn``
+        computing it again."""
 
-    def learn(self, batch: Transitions) -> dict[str, Any]:
-        """One gradient step on the batch; its losses."""
+    def learn(self, batch: Transitions, kept: Any = None) -> dict[str, Any]:
+        """One gradient step on the batch; its losses. ``kept``: the ``kept`` of the ``score``
+        call whose kept rows are this batch, or None."""
 
     def statistics(self) -> dict[str, float]: ...
 
@@ -151,6 +158,7 @@ class WindowReward(IntrinsicReward):
         self.scorers, self.weights = dict(scorers), dict(weights)
         self.nstep, self.gamma, self.device = nstep, gamma, device
         self.precision = precision
+        self._kept: tuple[Any, dict[str, Any]] | None = None  # (batch, kept per input)
 
     def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         inputs = self.read(batch)
@@ -160,9 +168,14 @@ class WindowReward(IntrinsicReward):
         rewards = torch.zeros(len(n_steps), self.nstep, device=self.device)
         metrics: dict[str, float] = {}
         action = torch.where(j == 0, batch.action.to(self.device, torch.long)[rows], -1)
+        # Every sample's window has a first step (n_steps >= 1), so the j == 0 rows are, in
+        # order, the first transitions that ``update`` trains on.
+        first, kept = j == 0, {}
         for name, x in inputs.items():
             with autocast(self.device, self.precision):
-                out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j))
+                out = self.scorers[name].score(Transitions(x[rows, j], action, x[rows, j + 1], j),
+                                               keep=first)
+            kept[name] = out.kept
             rewards[rows, j] += self.weights[name] * out.reward
             prefix = f"{self.name}_{name}"
             metrics[f"{prefix}_raw"] = out.raw.mean().detach()
@@ -170,17 +183,22 @@ class WindowReward(IntrinsicReward):
             metrics.update({f"{prefix}_{k}": v
                             for k, v in self.scorers[name].statistics().items()})
         metrics["intrinsic_reward"] = rewards[rows, j].mean().detach()
+        self._kept = (batch, kept)
         returns = nstep_intrinsic_return(rewards, batch.n_steps.to(self.device), self.gamma)
         metrics["intrinsic_return"] = returns.mean().detach()
         return returns, metrics
 
     def update(self, batch: Any) -> dict[str, Any]:
-        """One step of each scorer on the batch's first transitions (s_{i-1}, a_i, s_i)."""
+        """One step of each scorer on the batch's first transitions (s_{i-1}, a_i, s_i), with
+        what the scorer kept of them when it scored the same batch."""
         action = batch.action.to(self.device, torch.long)
         metrics = {}
+        last, self._kept = self._kept, None
+        kept = last[1] if last is not None and last[0] is batch else {}
         for name, x in self.read_again(batch).items():
             with autocast(self.device, self.precision):
-                losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]))
+                losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]),
+                                                  kept=kept.get(name))
             metrics.update({f"{self.name}_{name}_{k}": v for k, v in losses.items()})
         return metrics
 
@@ -190,6 +208,23 @@ class WindowReward(IntrinsicReward):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         for name, scorer in self.scorers.items():
             scorer.load_state_dict(state[name])
+
+
+def forward_keeping(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                    keep: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``fn(x)`` without gradients, and ``fn(x[keep])`` with its graph (None without ``keep``):
+    the kept rows go through ``fn`` once, in one call of their own, as a learning step would
+    send them."""
+    if keep is None:
+        with torch.no_grad():
+            return fn(x), None
+    kept = fn(x[keep])
+    out = kept.detach().new_empty((len(x), *kept.shape[1:]))
+    out[keep] = kept.detach()
+    if not keep.all():
+        with torch.no_grad():
+            out[~keep] = fn(x[~keep])
+    return out, kept
 
 
 def input_encoder(input_shape: tuple[int, ...], out_dim: int, compile: bool = False) -> nn.Module:

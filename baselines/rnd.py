@@ -26,7 +26,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from baselines.agent import IntrinsicAgent, IntrinsicOptions
-from baselines.intrinsic import EPS, RewardOutput, RunningMeanStd, Transitions, input_encoder
+from baselines.intrinsic import (
+    EPS,
+    RewardOutput,
+    RunningMeanStd,
+    Transitions,
+    forward_keeping,
+    input_encoder,
+)
 from baselines.paper import PaperRND
 from ellm.agent_options import AgentOptions
 from ellm.schema import boolean, non_negative
@@ -56,21 +63,28 @@ class RND:
         """Per-sample prediction error [N] in fp32 (differentiable in the predictor)."""
         return (self.predictor(x).float() - self.target(x).float()).pow(2).mean(dim=1)
 
-    @torch.no_grad()
-    def raw_reward(self, batch: Transitions) -> torch.Tensor:
-        novelty = self.error(batch.next_obs)
+    def raw_reward(self, batch: Transitions,
+                   keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The raw rewards, and the prediction error of the ``keep`` rows' next states with its
+        graph (what :meth:`learn` descends on for those states; None without ``keep``)."""
+        novelty, kept = forward_keeping(self.error, batch.next_obs, keep)
         if self.noveld:
-            novelty = F.relu(novelty - self.alpha * self.error(batch.obs))
-        return novelty
+            with torch.no_grad():
+                novelty = F.relu(novelty - self.alpha * self.error(batch.obs))
+        return novelty, kept
 
-    def score(self, batch: Transitions) -> RewardOutput:
-        raw = self.raw_reward(batch)
+    def score(self, batch: Transitions, keep: torch.Tensor | None = None) -> RewardOutput:
+        raw, kept = self.raw_reward(batch, keep)
         self.stats.update(raw)
-        return RewardOutput(raw, raw / max(self.stats.std, EPS))
+        return RewardOutput(raw, raw / max(self.stats.std, EPS), kept)
 
-    def learn(self, batch: Transitions) -> dict[str, Any]:
-        """One predictor step towards the target on the batch's next states."""
-        loss = self.error(batch.next_obs).mean()
+    def learn(self, batch: Transitions, kept: torch.Tensor | None = None) -> dict[str, Any]:
+        """One predictor step towards the target on the batch's next states; ``kept``, their
+        error as :meth:`score` computed it (the same weights), spares a forward pass."""
+        if kept is not None and kept.shape != (len(batch.next_obs),):
+            raise ValueError(f"kept errors of shape {tuple(kept.shape)} for a batch of "
+                             f"{len(batch.next_obs)}")
+        loss = (self.error(batch.next_obs) if kept is None else kept).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()

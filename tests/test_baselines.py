@@ -4,6 +4,7 @@ runs of ``python train.py`` with tiny budgets that checkpoint and resume."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import math
@@ -209,6 +210,43 @@ def test_rnd_update_trains_the_predictor_only():
     assert not any(torch.equal(p, q) for p, q in zip(rnd.predictor.parameters(), predictor))
 
 
+@pytest.mark.parametrize("cls, kwargs", [(RNDAgent, {}), (RNDAgent, {"noveld": True}),
+                                         (ICMAPTAgent, {})])
+def test_a_fixed_setting_update_reads_each_state_once_and_steps_as_a_fresh_forward(
+        replay, cls, kwargs):
+    """The plug-in's step reuses what scoring computed for the first transitions' next states
+    (RND's prediction error, APT's representation): each scored state goes through the networks
+    once, and the step equals one from a fresh forward, bit for bit."""
+    batch = sample(replay[0])
+    agent = cls(OBS_SHAPE, NUM_ACTIONS, **kwargs, **SMALL)
+    (plugin,) = agent.rewards
+    scorer = plugin.scorers["pixel"]
+    fresh = copy.deepcopy(scorer)
+    rnd = isinstance(scorer, RND)
+    nets = (scorer.predictor, scorer.target) if rnd else (scorer.icm.encoder,)
+    rows: list[int] = []
+    for net in nets:
+        net.register_forward_hook(lambda _m, args, _out: rows.append(len(args[0])))
+    metrics = agent.update(batch, step=4)
+    scored, first = int(batch.n_steps.sum()), len(batch.action)
+    # RND: s' of every valid window step (NovelD: s as well); APT: those, then s of the first
+    expected = 2 * scored * (2 if scorer.noveld else 1) if rnd else scored + first
+    assert sum(rows) == expected
+    x = plugin.read(batch)["pixel"]
+    losses = fresh.learn(Transitions(x[:, 0], batch.action, x[:, 1]))
+    for key, value in losses.items():
+        assert torch.equal(value, metrics[f"{agent.method}_pixel_{key}"])
+    networks = (scorer.predictor, fresh.predictor) if rnd else (scorer.icm, fresh.icm)
+    for mine, theirs in zip(*(net.parameters() for net in networks)):
+        assert torch.equal(mine, theirs)
+    # Another batch than the one scored last: the step takes a forward of its own.
+    with pytest.raises(ValueError, match="kept"):
+        scorer.learn(Transitions(x[:3, 0], batch.action[:3], x[:3, 1]), kept=torch.zeros(2))
+    rows.clear()
+    plugin.update(sample(replay[0]))
+    assert sum(rows) == 2 * first  # RND: predictor and target; APT: s and s'
+
+
 # ---------------------------------------------------------------------------- APT, ICM
 def brute_force_knn(x: np.ndarray, k: int) -> np.ndarray:
     out = []
@@ -347,12 +385,12 @@ class StepIndexScorer:
     def __init__(self):
         self.seen: list[Transitions] = []
 
-    def score(self, batch: Transitions) -> RewardOutput:
+    def score(self, batch: Transitions, keep: torch.Tensor | None = None) -> RewardOutput:
         self.seen.append(batch)
         t = batch.next_obs[:, -1, 0, 1].float()
         return RewardOutput(t, t)
 
-    def learn(self, batch: Transitions) -> dict[str, float]:
+    def learn(self, batch: Transitions, kept=None) -> dict[str, float]:
         self.seen.append(batch)
         return {"loss": 0.0}
 
