@@ -129,18 +129,26 @@ class IntrinsicReward:
     def __init__(self, name: str, read: Callable[[Any], Any]) -> None:
         self.name = name
         self._read = read
-        self._last: tuple[Any, Any] | None = None
+        self._last: tuple[Any, Any, Any] | None = None  # (batch, what was read, what was kept)
 
     def read(self, batch: Any) -> Any:
         """What ``compute`` reads of the batch, kept for ``update``."""
-        self._last = (batch, self._read(batch))
+        self._last = (batch, self._read(batch), None)
         return self._last[1]
 
-    def read_again(self, batch: Any) -> Any:
-        """What ``update`` reads: what ``compute`` read of the same batch (before the TD step),
-        read afresh for another batch; nothing is kept past it."""
+    def keep(self, batch: Any, kept: Any) -> None:
+        """Keeps, beside what ``read`` read of the same batch, what ``compute`` made of it that
+        ``update`` can reuse."""
+        if self._last is not None and self._last[0] is batch:
+            self._last = (batch, self._last[1], kept)
+
+    def read_again(self, batch: Any) -> tuple[Any, Any]:
+        """What ``update`` reads, and what ``compute`` kept: those of the same batch (before the
+        TD step); for another batch, read afresh and nothing kept. Nothing is kept past it."""
         last, self._last = self._last, None
-        return last[1] if last is not None and last[0] is batch else self._read(batch)
+        if last is not None and last[0] is batch:
+            return last[1], last[2]
+        return self._read(batch), None
 
 
 class WindowReward(IntrinsicReward):
@@ -158,7 +166,6 @@ class WindowReward(IntrinsicReward):
         self.scorers, self.weights = dict(scorers), dict(weights)
         self.nstep, self.gamma, self.device = nstep, gamma, device
         self.precision = precision
-        self._kept: tuple[Any, dict[str, Any]] | None = None  # (batch, kept per input)
 
     def compute(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
         inputs = self.read(batch)
@@ -183,7 +190,7 @@ class WindowReward(IntrinsicReward):
             metrics.update({f"{prefix}_{k}": v
                             for k, v in self.scorers[name].statistics().items()})
         metrics["intrinsic_reward"] = rewards[rows, j].mean().detach()
-        self._kept = (batch, kept)
+        self.keep(batch, kept)
         returns = nstep_intrinsic_return(rewards, batch.n_steps.to(self.device), self.gamma)
         metrics["intrinsic_return"] = returns.mean().detach()
         return returns, metrics
@@ -193,9 +200,9 @@ class WindowReward(IntrinsicReward):
         what the scorer kept of them when it scored the same batch."""
         action = batch.action.to(self.device, torch.long)
         metrics = {}
-        last, self._kept = self._kept, None
-        kept = last[1] if last is not None and last[0] is batch else {}
-        for name, x in self.read_again(batch).items():
+        inputs, kept = self.read_again(batch)
+        kept = kept or {}
+        for name, x in inputs.items():
             with autocast(self.device, self.precision):
                 losses = self.scorers[name].learn(Transitions(x[:, 0], action, x[:, 1]),
                                                   kept=kept.get(name))

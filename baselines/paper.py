@@ -66,7 +66,8 @@ class FeatureReward(IntrinsicReward):
                         "intrinsic_return": reward.mean().detach()}
 
     def update(self, batch: Any) -> dict[str, Any]:
-        losses = self.learn(self.read_again(batch), batch.action.to(self.device, torch.long))
+        features, _ = self.read_again(batch)
+        losses = self.learn(features, batch.action.to(self.device, torch.long))
         return {f"{self.name}_{k}": v for k, v in losses.items()}
 
     def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
