@@ -155,11 +155,43 @@ def test_frames_are_the_totals_of_all_actors_and_updates_keep_the_ratio(train, t
 def test_the_texts_actors_embedded_to_act_reach_the_learner(train, tmp_path):
     # Half the actors' steps greedy, so that they embed texts to act (a greedy policy may end
     # an episode early, which the accounting test above rules out by acting at random).
-    train(*ACTORS, "agent.train_eps_max=0.5", "agent.train_eps_min=0.5",
-          "num_train_frames=160", "exp_name=TXT")
+    # Every process of the run records the named semaphores it registers for unlinking and
+    # unregisters once unlinked (`sitecustomize` runs at each interpreter's start).
+    tracer, record = tmp_path / "tracer", tmp_path / "semaphores.txt"
+    tracer.mkdir()
+    (tracer / "sitecustomize.py").write_text(SEMAPHORE_TRACER)
+    path = os.pathsep.join(p for p in (str(tracer), str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    result = train(*ACTORS, "agent.train_eps_max=0.5", "agent.train_eps_min=0.5",
+                   "num_train_frames=160", "exp_name=TXT",
+                   extra_env={"PYTHONPATH": path, "SEMAPHORE_RECORD": str(record)})
     log = (find_run(tmp_path, "TXT") / "train.log").read_text()
     counts = re.search(r"learner text embeddings: (\d+) encoded here, (\d+) shipped", log)
     assert counts and int(counts[2]) > 0, log[-2000:]
+    # The actors leave with os._exit, which skips unlinking: one that made a named semaphore
+    # (tqdm's default lock, for SBERT's bar) left it to the resource tracker, which warned.
+    lines = [line.split() for line in record.read_text().splitlines()]
+    made = {name: pid for what, pid, name in lines if what == "register"}
+    unlinked = {name for what, _, name in lines if what == "unregister"}
+    assert made  # the learner's locks shared with the actors, at least
+    assert {name: pid for name, pid in made.items() if name not in unlinked} == {}
+    assert "leaked semaphore" not in result.stderr
+
+
+SEMAPHORE_TRACER = """
+import os
+from multiprocessing import resource_tracker
+
+def _recording(call, what):
+    def recorded(name, rtype):
+        if rtype == "semaphore":
+            with open(os.environ["SEMAPHORE_RECORD"], "a") as f:
+                f.write(f"{what} {os.getpid()} {name}\\n")
+        return call(name, rtype)
+    return recorded
+
+resource_tracker.register = _recording(resource_tracker.register, "register")
+resource_tracker.unregister = _recording(resource_tracker.unregister, "unregister")
+"""
 
 
 def _check_accounting(out: Path, last_frame: int) -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 from omegaconf import OmegaConf
+from tqdm import tqdm
 
 from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter
 from ellm.actors.shared import ENDING, RUNNING, Shared, SharedPolicy
@@ -58,6 +60,9 @@ def actor_main(spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Conn
         return
     # Ctrl-C reaches the whole process group: the main process stops the actors itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # tqdm's default lock is a named semaphore (SBERT's encode opens a bar); ``_exit`` skips the
+    # finalizer that would unlink it, and the run's resource tracker reports it leaked.
+    tqdm.set_lock(threading.RLock())
     _log_to(spec)
     code = 0
     try:
