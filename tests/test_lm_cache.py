@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +329,81 @@ def _open_message(directory: Path) -> str:
 
 
 NOBODY = 65534
+
+
+# ---- a crafted cache runs none of its own SQL and is opened only as a regular file ---------
+CRAFTED = {  # case: (SQL run on a sound cache, the object the error must name)
+    "trigger-rewrites-answers": (
+        ("CREATE TRIGGER rewrite AFTER INSERT ON answers BEGIN "
+         "UPDATE answers SET text = '- attack' WHERE key = new.key; END"), "trigger rewrite"),
+    "trigger-on-meta-hangs": (
+        ("CREATE TRIGGER hang BEFORE INSERT ON meta BEGIN SELECT count(*) FROM (WITH RECURSIVE "
+         "c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c); END"), "trigger hang"),
+    "view": ("CREATE VIEW v AS SELECT * FROM answers", "view v"),
+    "table": ("CREATE TABLE extra (x)", "table extra"),
+    "index": ("CREATE INDEX answers_text ON answers (text)", "index answers_text"),
+    "column": ("ALTER TABLE answers ADD COLUMN evil TEXT DEFAULT 'x'", "table answers"),
+    "missing-index": ("DROP INDEX answers_model", "index answers_model"),
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_cache_with_a_schema_ellm_does_not_write_is_refused_before_any_write(tmp_path, case):
+    cache = AnswerCache(tmp_path)
+    put(cache, "a prompt", "- chop tree")
+    cache.close()
+    sql, named = CRAFTED[case]
+    conn = sqlite3.connect(tmp_path / CACHE_FILE)
+    conn.execute(sql)
+    conn.close()
+    with pytest.raises(CacheError) as refused:
+        AnswerCache(tmp_path).open()
+    message = str(refused.value)
+    assert f"the LM answer cache {tmp_path / CACHE_FILE} cannot be used" in message
+    assert "its schema is not the one ellm writes" in message and named in message
+    # Nothing ran: the meta row the open would have rewritten is as it was.
+    conn = sqlite3.connect(tmp_path / CACHE_FILE)
+    assert conn.execute("SELECT text FROM answers").fetchall() == [("- chop tree",)]
+    assert conn.execute("SELECT * FROM meta").fetchall() == [("schema_version", "2")]
+
+
+@pytest.mark.parametrize("link", [CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm",
+                                  "dangling"])
+def test_a_cache_file_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_path, link):
+    target = tmp_path / "precious.txt"
+    if link != "dangling":
+        target.write_text("precious\n")
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    named = directory / (CACHE_FILE if link == "dangling" else link)
+    named.symlink_to(target)
+    with pytest.raises(CacheError) as refused:
+        AnswerCache(directory).open()
+    assert f"{named} is a symlink" in str(refused.value)
+    if link == "dangling":
+        assert not target.exists()
+    else:
+        assert target.read_text() == "precious\n"
+
+
+def test_a_cache_file_that_is_a_fifo_is_refused(tmp_path):
+    os.mkfifo(tmp_path / CACHE_FILE)  # SQLite would block reading it
+    with pytest.raises(CacheError, match=re.escape(f"{tmp_path / CACHE_FILE} is not a regular "
+                                                   "file")):
+        AnswerCache(tmp_path).open()
+
+
+def test_a_query_past_its_time_bound_is_interrupted(tmp_path):
+    cache = AnswerCache(tmp_path, query_timeout_s=0.2).open()
+    endless = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+               "SELECT count(*) FROM c")
+    started = time.monotonic()
+    with pytest.raises(CacheError, match=re.escape(f"reading the LM answer cache "
+                                                   f"{tmp_path / CACHE_FILE} failed: it ran "
+                                                   "past 0.2 s")):
+        cache._query(endless)
+    assert time.monotonic() - started < 10
+    assert put(cache, "p", "still usable").text == "still usable"
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["read-only-dir", "read-only-cache"])

@@ -6,12 +6,17 @@ function of the prompt). WAL lets processes share it; it needs a local file syst
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
+import re
 import sqlite3
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +27,10 @@ CACHE_FILE: Final = "lm_cache.sqlite3"
 # 2: the ``scope`` column; rows of version 1 are never served.
 SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 60.0
+# No query of ours takes seconds, even on a cache of millions of answers: past this, one is
+# interrupted (a crafted file must not hang a run).
+QUERY_TIMEOUT_S: Final = 60.0
+_PROGRESS_STEPS: Final = 10_000  # SQLite VM steps between two looks at the clock
 STATUSES: Final = ("ok", "malformed")
 ANY_ENDPOINT: Final = "*"
 WHERE: Final = "env_spec.lm_spec.cache_dir (or $ELLM_CACHE_DIR)"
@@ -37,8 +46,9 @@ _BAD_ROW: Final = (
     " OR typeof(key) != 'text' OR length(key) != 64"
 )
 
+_SCOPE_COLUMN: Final = "scope TEXT NOT NULL DEFAULT ''"
 _SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS answers (
+    f"""CREATE TABLE IF NOT EXISTS answers (
     key TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -51,7 +61,7 @@ _SCHEMA: Final = (
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     source TEXT NOT NULL,
     created REAL NOT NULL,
-    scope TEXT NOT NULL DEFAULT ''
+    {_SCOPE_COLUMN}
 )""",
     "CREATE INDEX IF NOT EXISTS answers_model ON answers (model)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -104,9 +114,12 @@ def make_key(kind: str, model: str, prompt: Any, params: dict[str, Any], *, scop
 class AnswerCache:
     """SQLite-backed answer cache with an in-process read-through memo."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, query_timeout_s: float = QUERY_TIMEOUT_S
+                 ) -> None:
         self.directory = Path(directory).expanduser()
         self.path = self.directory / CACHE_FILE
+        self.query_timeout_s = query_timeout_s
+        self._deadline = math.inf
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._memo: dict[str, CachedAnswer] = {}
@@ -127,6 +140,7 @@ class AnswerCache:
         if self._conn is None or self._pid != os.getpid():
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
+                self._refuse_special_files()
                 conn = self._open_waiting()
             except (OSError, sqlite3.Error) as err:
                 raise CacheError(self._unusable(err)) from None
@@ -150,18 +164,68 @@ class AnswerCache:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
         try:
+            conn.set_progress_handler(self._overdue, _PROGRESS_STEPS)
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            # Behind the schema check: SQL stored in the file may call no function with effects.
+            conn.execute("PRAGMA trusted_schema=OFF")
+            if hasattr(conn, "setconfig"):  # Python 3.12+
+                conn.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
+            with self._bounded():
+                self._check_schema(conn)  # before the first write: a trigger fires on writes
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            with _transaction(conn):
+            with _transaction(conn), self._bounded():
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 self._upgrade(conn)
-            self._check_rows(conn)
+            with self._bounded():
+                self._check_rows(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _refuse_special_files(self) -> None:
+        """SQLite follows a symlink and opens a FIFO or a device: the cache and its companion
+        files must be regular files in the directory itself, or not yet exist."""
+        for path in (self.path, *(Path(f"{self.path}{end}") for end in _COMPANIONS)):
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(mode):
+                kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+                raise CacheError(
+                    f"the LM answer cache {self.path} cannot be used: {path} is {kind}, and "
+                    "ellm opens only a regular file there; move it away, or set "
+                    f"{WHERE} to another directory")
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file whose tables, indexes, triggers or views are not exactly ours: a
+        trigger or view in a crafted cache would run its author's SQL on our reads and writes."""
+        found = frozenset((kind, name, table, _normal(sql)) for kind, name, table, sql
+                          in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        if not found or found in _EXPECTED:
+            return  # a new file, or one ellm made
+        nearest = min(_EXPECTED, key=lambda expected: len(found ^ expected))
+        odd = sorted({f"{kind} {name}" for kind, name, *_ in found ^ nearest})
+        raise CacheError(
+            f"the LM answer cache {self.path} cannot be used: its schema is not the one ellm "
+            f"writes (not ellm's, altered or missing: {', '.join(odd)}), so it may be a crafted "
+            "file whose SQL would run on every read and write; move it away with its -wal and "
+            f"-shm files, or set {WHERE} to another directory")
+
+    @contextlib.contextmanager
+    def _bounded(self) -> Iterator[None]:
+        """Interrupt the statements run inside after ``query_timeout_s``."""
+        self._deadline = time.monotonic() + self.query_timeout_s
+        try:
+            yield
+        finally:
+            self._deadline = math.inf
+
+    def _overdue(self) -> bool:
+        return time.monotonic() > self._deadline
 
     def _check_rows(self, conn: sqlite3.Connection) -> None:
         """Refuse, before a run starts, a cache holding rows no client writes (a crafted file)."""
@@ -184,7 +248,7 @@ class AnswerCache:
                              f"newer than this ellm's ({SCHEMA_VERSION}): upgrade ellm, or set "
                              f"{WHERE} to another directory")
         if "scope" not in {column[1] for column in conn.execute("PRAGMA table_info(answers)")}:
-            conn.execute("ALTER TABLE answers ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
+            conn.execute(f"ALTER TABLE answers ADD COLUMN {_SCOPE_COLUMN}")
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                      (str(SCHEMA_VERSION),))
 
@@ -194,6 +258,10 @@ class AnswerCache:
         if blocker is not None:
             why = (f"{blocker} is a file, not a directory; set {WHERE} to a directory "
                    "(or move the file away)")
+        elif _interrupted(err):
+            why = (f"a query on it ran past {self.query_timeout_s:g} s, so it may be a crafted "
+                   f"file; move it away with its -wal and -shm files, or set {WHERE} to another "
+                   "directory")
         elif isinstance(err, sqlite3.DatabaseError) and not isinstance(
                 err, sqlite3.OperationalError):
             why = (f"it is not a sound SQLite file ({err}); move it away or delete it, with "
@@ -248,30 +316,67 @@ class AnswerCache:
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
+            conn = self._connection()
             try:
-                return self._connection().execute(sql, args).fetchall()
+                with self._bounded():
+                    return conn.execute(sql, args).fetchall()
             except sqlite3.Error as err:
-                raise CacheError(f"reading the LM answer cache {self.path} failed: {err}"
-                                 ) from err
+                raise CacheError(self._failed("reading", err)) from err
 
     def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
         """Run ``sql`` on each row in one transaction; the number of rows changed."""
         with self._lock:
             conn = self._connection()
             try:
-                with _transaction(conn):
+                with _transaction(conn), self._bounded():
                     before = conn.total_changes
                     conn.executemany(sql, rows)
                     return conn.total_changes - before
             except sqlite3.Error as err:
-                raise CacheError(f"writing to the LM answer cache {self.path} failed: {err}"
-                                 ) from err
+                raise CacheError(self._failed("writing to", err)) from err
+
+    def _failed(self, doing: str, err: sqlite3.Error) -> str:
+        why = f"it ran past {self.query_timeout_s:g} s" if _interrupted(err) else str(err)
+        return f"{doing} the LM answer cache {self.path} failed: {why}"
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn, self._memo = None, {}
+
+
+_COMPANIONS: Final = ("-wal", "-shm", "-journal")
+_TOKEN: Final = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\w+|\S")
+
+
+def _normal(sql: str | None) -> str:
+    """``sql`` with its tokens one space apart (SQLite keeps a schema as it was spelled)."""
+    return " ".join(_TOKEN.findall(sql or ""))
+
+
+def _expected_schemas() -> tuple[frozenset[tuple[str, str, str, str]], ...]:
+    """``sqlite_master`` of each cache ellm made: this version's, and version 1's (no scope
+    column; once upgraded it reads as this version's)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        now = frozenset((kind, name, table, _normal(sql)) for kind, name, table, sql
+                        in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    finally:
+        conn.close()
+    scope = " " + _normal(f", {_SCOPE_COLUMN}")
+    return now, frozenset((kind, name, table, sql.replace(scope, "")) for kind, name, table, sql
+                          in now)
+
+
+_EXPECTED: Final = _expected_schemas()
+
+
+def _interrupted(err: BaseException) -> bool:
+    """True for the error of a statement the progress handler stopped."""
+    return isinstance(err, sqlite3.OperationalError) and str(err) == "interrupted"
 
 
 _INSERT: Final = (
