@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import SNAPSHOT_NAME
 from ellm.conf import CONF_DIR
-from ellm.entry import CONFIG_ERROR, remove_if_empty
+from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
@@ -31,31 +30,6 @@ def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
 
 
 OmegaConf.register_new_resolver("ellm_run_dir", _run_dir, replace=True)
-
-_KEY_OVERRIDES = ("openai_key", "env_spec.lm_spec.openai_key")
-
-
-def take_key_overrides(argv: list[str]) -> list[str]:
-    """Move a legacy ``[env_spec.lm_spec.]openai_key=KEY`` override into the environment.
-
-    The original README passes the API key on the command line; Hydra would print it when it
-    launches a sweep and store it in ``multirun.yaml``. Taken out of ``argv`` here, it reaches
-    the LM client only through :data:`ellm.lm.config.LEGACY_KEY_ENV`.
-    """
-    from ellm.lm.config import LEGACY_KEY_ENV
-
-    kept = []
-    for arg in argv:
-        key, sep, value = arg.lstrip("+~").partition("=")
-        if sep and key in _KEY_OVERRIDES:
-            if value.strip("'\"") not in ("", "null", "None"):
-                os.environ[LEGACY_KEY_ENV] = value.strip("'\"")
-                log.warning("%s on the command line is deprecated: export OPENAI_API_KEY "
-                            "instead", key)
-            continue
-        kept.append(arg)
-    return kept
-
 
 def help_text() -> str:
     """``--help``: our groups and every documented key, without Hydra's directory scan."""
@@ -105,11 +79,14 @@ def _job_overrides(argv: list[str]) -> list[list[str]]:
     return [list(job) for job in itertools.product(*choices)]
 
 
-def check_before_hydra(argv: list[str]) -> None:
+def check_before_hydra(argv: list[str]) -> list[str]:
     """Compose and validate the config of every job before Hydra creates a directory: a
-    rejected config leaves nothing behind. Hydra's own flags (``--cfg``, ...) skip the check."""
+    rejected config leaves nothing behind. Returns ``argv``, with the override that blanks a
+    key a config file holds (:func:`ellm.entry.key_from_config_file`). Hydra's own flags
+    (``--cfg``, ...) skip the check."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-        return
+        return argv
+    blank: list[str] = []
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -122,6 +99,7 @@ def check_before_hydra(argv: list[str]) -> None:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             for overrides in jobs:
                 cfg = compose("config", overrides=overrides)
+                blank = blank or key_from_config_file(cfg)
                 check_added_keys(cfg, added_keys(overrides, compose))
                 validate(effective_config(cfg, overrides))
     except (HydraException, ConfigError, CheckpointError) as exc:
@@ -129,6 +107,7 @@ def check_before_hydra(argv: list[str]) -> None:
         sys.exit(CONFIG_ERROR)
     finally:
         logging.disable(logging.NOTSET)
+    return argv + blank
 
 
 def added_keys(overrides: list[str], compose: Any) -> list[str]:
@@ -186,13 +165,16 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    args = take_key_overrides(sys.argv[1:])
+    try:
+        args = take_key_overrides(sys.argv[1:])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(CONFIG_ERROR)
     if any(a in ("-h", "--help") for a in args):
         try:
             print(help_text())
         except BrokenPipeError:  # `python train.py --help | head`
             sys.stderr.close()
         sys.exit(0)
-    check_before_hydra(args)
-    sys.argv[1:] = args
+    sys.argv[1:] = check_before_hydra(args)
     main()

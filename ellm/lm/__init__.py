@@ -16,7 +16,10 @@ from ellm.lm.config import (
     DEFAULT_MODEL,
     LM_CLASSES,
     LMSpec,
+    api_url,
     default_cache_dir,
+    describe_key,
+    endpoint_of,
     parse_lm_spec,
     redact_lm_spec,
     resolve_api_key,
@@ -39,10 +42,9 @@ log = logging.getLogger("ellm.lm")
 def _spec_with(lm_spec: LMSpec | Mapping[str, Any], cache_dir: str | Path | None,
                base_url: str | None) -> LMSpec:
     spec = lm_spec if isinstance(lm_spec, LMSpec) else parse_lm_spec(lm_spec)
+    spec = dataclasses.replace(spec, base_url=endpoint_of(base_url or spec.base_url))
     if cache_dir is not None:
         spec = dataclasses.replace(spec, cache_dir=str(cache_dir))
-    if base_url is not None:
-        spec = dataclasses.replace(spec, base_url=base_url)
     return spec
 
 
@@ -73,8 +75,11 @@ def build_client(lm_spec: LMSpec | Mapping[str, Any], *, cache_dir: str | Path |
         log.warning("env_spec.lm_spec.openai_key is deprecated: it lands in Hydra's saved "
                     "overrides; export OPENAI_API_KEY instead")
     cache = _cache_of(spec)
-    return LMClient(spec, api_key=resolve_api_key(raw, spec.base_url), cache=cache,
-                    sleep=sleep)
+    api_key = resolve_api_key(raw, spec)
+    if not spec.dummy_lm and not spec.cache_only:
+        log_once(logging.INFO, "LM endpoint %s: %s", api_url(spec.base_url),
+                 describe_key(spec, api_key))
+    return LMClient(spec, api_key=api_key, cache=cache, sleep=sleep)
 
 
 def build_suggester(lm_spec: LMSpec | Mapping[str, Any], *, all_goals: Sequence[str],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -147,6 +148,10 @@ class LMSpec:
     cache_scope: str = one_of(*CACHE_SCOPES, default="endpoint")
     constrained: str = valid(f"one of {', '.join(CONSTRAINED)}", lambda v: v in CONSTRAINED,
                              "auto", _lowercase)
+    api_key_env: str = valid(
+        "the name of an environment variable (letters, digits, _) other than OPENAI_API_KEY",
+        lambda v: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None
+        and v != "OPENAI_API_KEY", "ELLM_LM_API_KEY", _text)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (safe to log: no key)."""
@@ -184,12 +189,36 @@ def adopt_config_key(raw: Mapping[str, Any], spec: LMSpec) -> bool:
     return True
 
 
-def resolve_api_key(raw: Mapping[str, Any], base_url: str | None) -> str | None:
-    """The API key for the endpoint, or None. ``OPENAI_API_KEY`` is never sent to another host."""
-    env = "OPENAI_API_KEY" if is_openai_endpoint(base_url) else "ELLM_LM_API_KEY"
-    key = (os.environ.get(env) or raw.get("openai_key")
-           or os.environ.get(LEGACY_KEY_ENV) or None)
+def endpoint_of(base_url: str | None) -> str | None:
+    """The base URL requests go to: ``base_url``, else ``$OPENAI_BASE_URL`` (which the
+    ``openai`` package would read itself), else None for OpenAI's API. Resolved here once, so
+    that the key, the price, the logs and the client all see the same host."""
+    return base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+
+def key_variable(spec: LMSpec) -> str:
+    """The environment variable whose key goes to ``spec``'s endpoint: ``OPENAI_API_KEY`` only
+    to OpenAI's API host, the one ``api_key_env`` names to any other."""
+    return "OPENAI_API_KEY" if is_openai_endpoint(spec.base_url) else spec.api_key_env
+
+
+def resolve_api_key(raw: Mapping[str, Any], spec: LMSpec) -> str | None:
+    """The API key for ``spec``'s endpoint (its ``base_url`` resolved by :func:`endpoint_of`),
+    or None. ``OPENAI_API_KEY`` and the legacy ``openai_key`` are OpenAI keys: they are sent to
+    OpenAI's API host and nowhere else."""
+    variable = key_variable(spec)
+    key = os.environ.get(variable)
+    if variable == "OPENAI_API_KEY":
+        key = key or raw.get("openai_key") or os.environ.get(LEGACY_KEY_ENV)
     return str(key) if key else None
+
+
+def describe_key(spec: LMSpec, key: str | None) -> str:
+    """Which host gets which variable, for the start-up line (never the key itself)."""
+    host = urlsplit(spec.base_url or OPENAI_API_URL).hostname or spec.base_url
+    if key is None:
+        return f"{host} gets no API key (${key_variable(spec)} is unset)"
+    return f"{host} gets the API key in ${key_variable(spec)}"
 
 
 def redact_lm_spec(raw: Mapping[str, Any]) -> dict[str, Any]:

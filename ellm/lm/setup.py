@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ellm.lm.answers import InvalidAnswer, served_models
-from ellm.lm.config import LMSpec, api_url
+from ellm.lm.config import OPENAI_API_URL, LMSpec, api_url
 from ellm.lm.dialects import auto_dialect, forced_dialect, vllm_version
 from ellm.lm.pricing import RETIRED_MODELS, is_openai_endpoint
 
@@ -47,7 +47,10 @@ def make_openai(spec: LMSpec, api_key: str | None) -> openai.OpenAI:
         log.warning("ignoring env_spec.lm_spec.openai_org: it holds the API key, not an "
                     "organisation id")
         org = None
-    return openai.OpenAI(api_key=api_key, organization=org, base_url=spec.base_url,
+    # Never None: the ``openai`` package would then read $OPENAI_BASE_URL behind our back and
+    # send OpenAI's key there (ellm.lm.config.endpoint_of resolves it on our side).
+    return openai.OpenAI(api_key=api_key, organization=org,
+                         base_url=spec.base_url or OPENAI_API_URL,
                          timeout=spec.timeout, max_retries=0)
 
 
