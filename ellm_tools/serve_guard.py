@@ -14,6 +14,7 @@ not with a guess.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
@@ -27,31 +28,33 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-def grammar_problem(grammar: str) -> str | None:
-    """Why llama.cpp must not parse ``grammar`` (GBNF), or None: too long, or groups nested
-    deeper than :data:`MAX_GRAMMAR_DEPTH` (outside string literals and character classes)."""
-    if len(grammar) > MAX_GRAMMAR_CHARS:
-        return f"grammar: {len(grammar):,} characters, over the server's {MAX_GRAMMAR_CHARS:,}"
+# GBNF's tokens as llama.cpp's parser reads them: a comment runs from ``#`` to the end of the
+# line; a literal and a character class end at their first unescaped quote or ``]``; a token
+# (``<...>``, ``!<...>``) at its first ``>``, with no escapes. Only a parenthesis outside all of
+# them opens or closes a group. One left open runs to the end, where llama.cpp stops too.
+_GBNF_TOKEN: Final = re.compile(
+    r"""#[^\r\n]*|"(?:\\.|[^"\\])*"?|\[(?:\\.|[^\]\\])*\]?|<[^>]*>?|[()]""", re.DOTALL)
+
+
+def grammar_depth(grammar: str) -> int:
+    """How deep llama.cpp's parser recurses into ``grammar``: one level per group."""
     depth = deepest = 0
-    quote = bracket = escaped = False
-    for char in grammar:
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif quote:
-            quote = char != '"'
-        elif bracket:
-            bracket = char != "]"
-        elif char == '"':
-            quote = True
-        elif char == "[":
-            bracket = True
-        elif char == "(":
+    for token in _GBNF_TOKEN.finditer(grammar):
+        if token[0] == "(":
             depth += 1
             deepest = max(deepest, depth)
-        elif char == ")":
-            depth -= 1
+        elif token[0] == ")":
+            depth = max(depth - 1, 0)  # llama.cpp stops at a stray one; never count below 0
+    return deepest
+
+
+def grammar_problem(grammar: str) -> str | None:
+    """Why llama.cpp must not parse ``grammar`` (GBNF), or None: too long, or groups nested
+    deeper than :data:`MAX_GRAMMAR_DEPTH`, read as llama.cpp reads them (:func:`grammar_depth`:
+    a parenthesis in a comment, literal, class or token hides no group and shows none)."""
+    if len(grammar) > MAX_GRAMMAR_CHARS:
+        return f"grammar: {len(grammar):,} characters, over the server's {MAX_GRAMMAR_CHARS:,}"
+    deepest = grammar_depth(grammar)
     if deepest > MAX_GRAMMAR_DEPTH:
         return (f"grammar: groups nested {deepest} deep, over the server's "
                 f"{MAX_GRAMMAR_DEPTH}")
@@ -158,4 +161,4 @@ async def _refuse(send: Send, status: int, message: str) -> None:
 
 
 __all__ = ["MAX_BODY_BYTES", "MAX_GRAMMAR_CHARS", "MAX_GRAMMAR_DEPTH", "InFlight",
-           "RequestGuard", "grammar_problem"]
+           "RequestGuard", "grammar_depth", "grammar_problem"]

@@ -326,6 +326,62 @@ def test_grammars_too_long_or_too_deep_for_llama_cpp_are_named():
     assert "characters, over" in grammar_problem("root ::= " + '"a" ' * MAX_GRAMMAR_CHARS)
 
 
+GROUPS = "(" * 33 + '"a"' + ")" * 33  # one level over the guard's 32
+# Each hides GROUPS from a guard that does not read GBNF as llama.cpp does, or fakes nesting.
+HIDDEN = {
+    "quote-in-comment": f'root ::= x # say "hi\nx ::= {GROUPS}\n',
+    "bracket-in-comment": f"root ::= x # [\nx ::= {GROUPS}\n",
+    "closers-in-comment": f"root ::= x # {')' * 1000}\nx ::= {GROUPS}\n",
+    "comment-ends-at-cr": f"root ::= x # c\rx ::= {GROUPS}\n",
+    "hash-in-literal": f'root ::= "#" {GROUPS}\n',
+    "hash-in-class": f"root ::= [#] {GROUPS}\n",
+    "escaped-quote-in-literal": f'root ::= "a\\"b" {GROUPS}\n',
+    "escaped-backslash-ends-literal": f'root ::= "a\\\\" {GROUPS}\n',
+    "quote-in-class": f'root ::= ["] {GROUPS}\n',
+    "escaped-bracket-in-class": f'root ::= [\\]"] {GROUPS}\n',
+    "bracket-in-literal": f'root ::= "[" {GROUPS}\n',
+    "quote-in-token": f'root ::= <"> {GROUPS}\n',
+}
+# Text llama.cpp reads as no group at all: the guard must let it through.
+FLAT = {
+    "parens-in-comment": 'root ::= "a" # ' + "(" * 100 + "\n",
+    "parens-in-literal": 'root ::= "' + "(" * 100 + '"\n',
+    "parens-in-class": "root ::= [" + "(" * 100 + "]\n",
+    "parens-after-escaped-quote": 'root ::= "\\"' + "(" * 100 + '"\n',
+    "parens-in-token": "root ::= <[12]> # <" + "(" * 100 + ">\n",
+}
+
+
+@pytest.mark.parametrize("case", HIDDEN)
+def test_the_grammar_guard_reads_comments_literals_classes_and_tokens_as_llama_cpp(case):
+    from ellm_tools.serve_guard import grammar_problem
+
+    assert grammar_problem(HIDDEN[case]) == "grammar: groups nested 33 deep, over the server's 32"
+    if case != "quote-in-token":  # a token made of text needs a model's vocabulary
+        assert _llama_parses(HIDDEN[case])  # the nesting is real: llama.cpp parses it
+
+
+@pytest.mark.parametrize("case", FLAT)
+def test_the_grammar_guard_counts_no_group_inside_comments_literals_classes_or_tokens(case):
+    from ellm_tools.serve_guard import grammar_problem
+
+    assert grammar_problem(FLAT[case]) is None
+    assert _llama_parses(FLAT[case])
+
+
+def _llama_parses(grammar: str) -> bool:
+    """Whether llama.cpp's own parser (no model) accepts ``grammar``; True without llama.cpp."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return True
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode(), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
 def test_the_request_guard_refuses_large_bodies_unread_and_notes_requests_in_flight():
     import asyncio
 
