@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import numpy as np
 import llm_in_the_loop  # noqa: F401 - registers llf-metaworld-pick-place-v2
 import text_crafter
 from llm_in_the_loop.metaworld_feedback import PickPlace
+from llm_in_the_loop.metaworld_llf import MAX_ACTION_VALUE, four_numbers
 from llm_in_the_loop.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
@@ -275,13 +275,10 @@ class LLFMetaWorldTarget(SteppedTarget):
 
 def _target(action: Any) -> tuple[list[float] | None, str | None]:
     """An action as 4 finite numbers, or the error in words."""
-    try:
-        values = [float(v) for v in action]
-    except (TypeError, ValueError):
-        values = []
-    if len(values) != 4 or not all(math.isfinite(v) for v in values):
+    values = four_numbers(action)
+    if values is None:
         return None, (f"controller returned {_short(action)}, but it must return 4 numbers "
-                      "[x, y, z, g]")
+                      f"[x, y, z, g], each at most {MAX_ACTION_VALUE:g} in size")
     return values, None
 
 

@@ -41,6 +41,9 @@ ENV_ID: Final = "llf-metaworld-pick-place-v2"
 INSTRUCTION_TYPES: Final = ("b",)
 FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp")
 SUBSTEPS, TOLERANCE = 20, 1e-4  # LLF-Bench's controller: at most 20 steps, or within 0.1 mm
+# The largest number an action may hold: positions are metres from the table, the effort is in
+# [-1, 1]; past this an LLM-written number is no action.
+MAX_ACTION_VALUE: Final = 1e6
 _TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
 INSTRUCTION: Final = (
     "Control a Sawyer robot arm to pick up the puck and place it at the goal. Each step you "
@@ -107,7 +110,7 @@ class PickPlaceLLFEnv(gym.Env):
             raise RuntimeError("step() called before reset() or after the episode ended: "
                                "call reset() to start one")
         before = np.asarray(self.sim.observation["hand_pos"])
-        values = _four_numbers(action)
+        values = four_numbers(action)
         played = values if values is not None else [*before, self._grip]
         self._grip = played[3]
         move = self.sim.step(played)
@@ -148,12 +151,14 @@ class PickPlaceLLFEnv(gym.Env):
         self.sim.close()
 
 
-def _four_numbers(action: Any) -> list[float] | None:
+def four_numbers(action: Any) -> list[float] | None:
+    """``action`` as 4 finite floats within ``MAX_ACTION_VALUE``, or None."""
     try:
         values = [float(v) for v in action]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
         return None
-    return values if len(values) == 4 and all(math.isfinite(v) for v in values) else None
+    return values if len(values) == 4 and all(
+        math.isfinite(v) and abs(v) <= MAX_ACTION_VALUE for v in values) else None
 
 
 def _shown(action: Any) -> str:

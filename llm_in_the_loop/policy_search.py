@@ -57,6 +57,9 @@ EXAMPLE: Final = (
 # A re-ask: the unusable answer goes back to the model with the form it must take.
 REASK: Final = "That answer names no setting. Answer again, with one line of the form: {form}"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# The largest value a setting may hold, in range or not: an answer's 1e308 is no setting (it
+# rounds to inf), and the policies here earn finite returns up to this.
+MAX_MAGNITUDE: Final = 1e9
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class ParameterSpace:
             raise ValueError(f"parameter names must be distinct and non-empty: {self.names}")
         if not self.low < self.high:
             raise ValueError(f"the parameter range [{self.low}, {self.high}] is empty")
+        if not max(abs(self.low), abs(self.high)) <= MAX_MAGNITUDE:
+            raise ValueError(f"the parameter range [{self.low}, {self.high}] passes "
+                             f"{MAX_MAGNITUDE:g} in size")
 
     @property
     def size(self) -> int:
@@ -84,7 +90,8 @@ class ParameterSpace:
 
     def round(self, values: Sequence[float], clip: bool = True) -> np.ndarray:
         """``values`` rounded to ``decimals`` and, unless ``clip`` is false, clipped into range."""
-        rounded = np.round(np.asarray(values, dtype=float), self.decimals)
+        with np.errstate(over="ignore"):  # inf: clipped, or refused by settle
+            rounded = np.round(np.asarray(values, dtype=float), self.decimals)
         return np.clip(rounded, self.low, self.high) if clip else rounded
 
     def clip(self, values: Sequence[float]) -> tuple[np.ndarray, bool]:
@@ -92,6 +99,17 @@ class ParameterSpace:
         array = np.asarray(values, dtype=float)
         outside = bool(np.any((array < self.low) | (array > self.high)))
         return self.round(array), outside
+
+    def settle(self, values: Sequence[float], clip: bool) -> tuple[np.ndarray | None, str]:
+        """The setting played for proposed ``values`` and its status: ``ok``, ``clipped``, or
+        with ``clip`` off ``out_of_range`` (played as given); None and ``unparsable`` when a
+        value, once rounded, is not finite or passes ``MAX_MAGNITUDE`` in size."""
+        params, outside = self.clip(values)
+        if outside and not clip:
+            params = self.round(values, clip=False)
+        if not bool(np.all(np.isfinite(params) & (np.abs(params) <= MAX_MAGNITUDE))):
+            return None, "unparsable"
+        return params, ("clipped" if clip else "out_of_range") if outside else "ok"
 
     def format(self, values: Sequence[float]) -> str:
         """``w0=1.5, w1=-0.25`` (each value with ``decimals`` digits)."""
@@ -121,6 +139,8 @@ class ParameterBuffer:
     def add(self, params: Sequence[float], ret: float) -> Entry:
         if len(params) != self.space.size:
             raise ValueError(f"expected {self.space.size} parameters, got {len(params)}")
+        if not all(math.isfinite(v) for v in (*params, ret)):  # a NaN would rank as the best
+            raise ValueError(f"a setting and its return must be finite: {params} -> {ret}")
         entry = Entry(tuple(float(p) for p in params), float(ret), len(self.entries))
         self.entries.append(entry)
         return entry
@@ -173,23 +193,23 @@ def parse_proposal(answer: str, space: ParameterSpace, aliases: Sequence[str] = 
     first of each), the names being the space's, else ``aliases`` (the tutorial's letters),
     else ``params[i]`` (ProPS's); else the first line holding exactly as many numbers as there
     are parameters (``[1.5, -0.25]``). Values are returned as written, not yet clipped; a value
-    that is not finite makes the answer unparsable."""
+    that is not finite or passes ``MAX_MAGNITUDE`` in size makes the answer unparsable."""
     labels = [[rf"(?<![\w.]){re.escape(n)}" for n in names]
               for names in (space.names, aliases) if names]
     labels.append([rf"(?<![\w.])params\[\s*{i}\s*\]" for i in range(space.size)])
     for label in labels:
         matches = [re.search(rf"{name}\s*[:=]\s*({_NUMBER})", answer) for name in label]
         if all(matches):
-            return _finite([float(m.group(1)) for m in matches if m])
+            return _bounded([float(m.group(1)) for m in matches if m])
     for line in answer.splitlines():
         numbers = re.findall(rf"(?<![\w.]){_NUMBER}", line)
         if len(numbers) == space.size:
-            return _finite([float(n) for n in numbers])
+            return _bounded([float(n) for n in numbers])
     return None, "unparsable"
 
 
-def _finite(values: list[float]) -> tuple[list[float] | None, str]:
-    if all(math.isfinite(v) for v in values):
+def _bounded(values: list[float]) -> tuple[list[float] | None, str]:
+    if all(math.isfinite(v) and abs(v) <= MAX_MAGNITUDE for v in values):
         return values, "ok"
     return None, "unparsable"
 
@@ -296,12 +316,10 @@ class LLMProposer(RandomProposer):
                 return Proposal(self.draw("no_answer").params, "no_answer", reasks=asked)
             values, parsed = parse_proposal(answer, self.space, self.aliases)
             if values is not None:
-                params, outside = self.space.clip(values)
-                if outside and not self.clip:
-                    params = self.space.round(values, clip=False)
-                status = ("clipped" if self.clip else "out_of_range") if outside else "ok"
-                self.counts[status] += 1
-                return Proposal(tuple(params), status, answer, asked)
+                params, parsed = self.space.settle(values, self.clip)
+                if params is not None:
+                    self.counts[parsed] += 1
+                    return Proposal(tuple(params), parsed, answer, asked)
             self.client.count(parse_errors=1)
             prompt = self.reask(prompt, answer)
         return Proposal(self.draw(parsed).params, parsed, answer, self.reasks)

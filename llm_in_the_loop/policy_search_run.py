@@ -289,7 +289,7 @@ class PolicySearchRun:
         self.logger.log({**namespaced("iteration", row), **self.usage.totals()}, self.frame)
         proposals.write(json.dumps({"iteration": iteration, "status": proposal.status,
                                     "params": list(proposal.params), "return": ret,
-                                    "answer": proposal.answer}) + "\n")
+                                    "answer": proposal.answer}, allow_nan=False) + "\n")
         proposals.flush()
         if iteration:
             note = (f"; evaluated {row['eval_return']:.2f} over "

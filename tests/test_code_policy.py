@@ -77,7 +77,8 @@ def test_expert_solves_pick_place_and_random_does_not(metaworld):
 
 def test_actions_are_checked():
     assert _target([0.1, 0.6, 0.2, 1]) == ([0.1, 0.6, 0.2, 1.0], None)
-    for bad in ([1, 2, 3], "up", None, [0, 0, float("nan"), 1], [[1], 2, 3, 4]):
+    for bad in ([1, 2, 3], "up", None, [0, 0, float("nan"), 1], [[1], 2, 3, 4],
+                [10 ** 400, 0, 0, 1], [0, 0, 2e6, 1]):
         values, error = _target(bad)
         assert values is None and "it must return 4 numbers [x, y, z, g]" in error
 
@@ -110,6 +111,17 @@ def test_code_runs_in_the_sandbox(metaworld):
         assert box.load(METAWORLD_CODE, "controller").ok
         idle = metaworld.rollout(sandboxed(box), seed=3)
         assert len(idle.steps) == 12 and not idle.success
+
+
+@pytest.mark.e2e
+def test_a_number_past_floats_range_fails_that_code_not_the_run(metaworld):
+    huge = "def controller(obs):\n    return [10 ** 400, 0.5, 0.1, 1.0]\n"
+    with Sandbox(timeout=1.0) as box:
+        assert box.load(huge, "controller").ok
+        rollout = metaworld.rollout(sandboxed(box), seed=3)
+        assert rollout.steps == [] and "it must return 4 numbers [x, y, z, g]" in rollout.error
+        assert box.load(GOOD_CODE, "controller").ok  # the next candidate plays
+        assert metaworld.rollout(sandboxed(box), seed=3).success
 
 
 @pytest.mark.e2e

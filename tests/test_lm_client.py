@@ -73,6 +73,17 @@ def test_chat_bullets_parse_dedupe_and_novelty(server, tmp_path):
     assert "hungry" not in user and user.rstrip().endswith("What do you do?")
 
 
+def test_an_answer_gives_at_most_64_goals_of_at_most_100_characters(server, tmp_path):
+    # 20,000 goals (330 KB, under the answer's size bound) used to reach the agent whole.
+    long = "- chop " + "very " * 20 + "tall tree\n"  # 111 characters: no goal, skipped
+    server.push(Reply(long + "".join(f"- chop tree {i}\n" for i in range(20_000))))
+    lm = make(server, tmp_path, novelty_bonus=False, constrained=False)
+    assert lm.suggest(STATE) == [f"chop tree {i}" for i in range(64)]
+    assert lm.metrics()["parse_errors"] == 0
+    server.push(Reply(long))
+    assert lm.suggest(OTHER) == [] and lm.metrics()["parse_errors"] == 1
+
+
 def test_prompt_includes_status_only_when_sleepy(server, tmp_path):
     lm = make(server, tmp_path, novelty_bonus=False, max_num_goals=1)
     sleepy = TextState("You see tree.", "", "You feel hungry, sleepy.", {})

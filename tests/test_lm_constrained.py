@@ -147,6 +147,15 @@ def test_true_on_an_unknown_server_sends_openais_response_format(server, tmp_pat
                                                "strict": True}}
 
 
+def test_a_constrained_request_asks_for_at_most_64_goals_whatever_max_num_goals(server,
+                                                                                tmp_path):
+    server.push(Reply(json.dumps({"goals": ["chop tree"]})))
+    lm = suggester(server, tmp_path, constrained=True, max_num_goals=1000)
+    assert lm.suggest(STATE) == ["chop tree"]
+    schema = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["goals"]["maxItems"] == 64
+
+
 @pytest.mark.parametrize(("owned_by", "constrained"), [("test", "auto"), ("me", "false")])
 def test_off_requests_carry_no_constraint(server, tmp_path, owned_by, constrained):
     server.owned_by = owned_by

@@ -93,6 +93,8 @@ def test_buffer_best_shown_and_rendered():
     ("Setting:\n  3.25, 4.5\nreason: 1 2 3", [3.25, 4.5], "ok"),
     ("w0=9.5, w1=1", [9.5, 1.0], "ok"),               # out of range: the proposer clips
     ("w0=1, w1=nan", None, "unparsable"),
+    ("w0=1, w1=1e999", None, "unparsable"),           # inf once read
+    ("w0=2e9, w1=1", None, "unparsable"),              # past MAX_MAGNITUDE
     ("w0=1", None, "unparsable"),                      # one value: no line of exactly two
     ("I would increase both weights.", None, "unparsable"),
     ("1, 2, 3", None, "unparsable"),
@@ -378,6 +380,34 @@ def test_each_proposal_evaluated_and_played_as_the_tutorial(server, tmp_path):
     assert "eval_return" not in rows[0]
     for run in ("tutorial", "ours"):  # the best setting's evaluation at the end, in both
         assert len(csv_rows(tmp_path / run / "eval.csv")) == 1
+
+
+def test_an_answer_that_rounds_to_no_finite_number_fails_and_the_json_stays_strict(
+        server, tmp_path):
+    # Played as given, 1e308 rounded to 2 decimals was inf: it was played, and best.json and
+    # proposals.jsonl held Infinity and NaN (invalid JSON).
+    server.push(Reply("a: 1e308, b: 1"), Reply("a: 8.5, b: 5.38"))
+    cfg = system_config(
+        "policy_search", tmp_path, "iterations=2", "warmup_episodes=1", "num_eval_episodes=1",
+        "eval_every=0", "param_range=[-7,7]", "prompt_style=tutorial", "clip_proposals=false",
+        "reasks=0",
+        "env_spec.max_episode_steps=20", "env_spec.lm_spec.lm=test-model",
+        f"env_spec.lm_spec.base_url={server.base_url}")
+    PolicySearchRun(cfg, tmp_path / "run").run()
+
+    def strict(text: str) -> Any:
+        return json.loads(text, parse_constant=lambda word: pytest.fail(f"{word} in JSON"))
+
+    lines = (tmp_path / "run" / "proposals.jsonl").read_text().splitlines()
+    proposals = [strict(line) for line in lines]
+    assert [p["status"] for p in proposals] == ["warmup", "unparsable", "out_of_range"]
+    assert all(abs(v) <= 7 for v in proposals[1]["params"])  # a random draw instead
+    assert proposals[2]["params"] == [8.5, 5.38]
+    best = strict((tmp_path / "run" / "best.json").read_text())
+    assert best["counts"] == {"warmup": 1, "unparsable": 1, "out_of_range": 1}
+    # The check after rounding: a value that rounds to inf is refused when played as given.
+    assert SPACE.settle([1e308, 1.0], clip=False) == (None, "unparsable")
+    assert SPACE.settle([1e308, 1.0], clip=True)[1] == "clipped"
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

@@ -98,11 +98,6 @@ def normalise_goal(goal: str) -> str:
     return " ".join(goal.lower().split()).rstrip(".").strip()
 
 
-def dedupe(goals: Sequence[str]) -> list[str]:
-    """Order-preserving de-duplication."""
-    return list(dict.fromkeys(goals))
-
-
 def truncate(goals: list[str], max_num_goals: int | None) -> list[str]:
     """The first ``max_num_goals`` goals (all when None)."""
     return goals if max_num_goals is None else goals[:max_num_goals]

@@ -8,7 +8,7 @@ from typing import Final
 from ellm.lm.base import NoveltyFilter, TextState, truncate
 from ellm.lm.client import LMClient, Prompt
 from ellm.lm.constraints import GoalList
-from ellm.lm.prompts import BulletPrompt, parse_bullets
+from ellm.lm.prompts import MAX_GOALS_PER_ANSWER, BulletPrompt, parse_bullets
 
 # At most this many constrained goals: a small model cannot loop until max_tokens.
 MAX_CONSTRAINED_GOALS: Final = 8
@@ -29,7 +29,7 @@ class GPTLanguageModel:
         self.max_num_goals = max_num_goals
         self.constraint = None if not goal_vocabulary else GoalList(
             "goals", vocabulary=tuple(goal_vocabulary),
-            max_items=max_num_goals or MAX_CONSTRAINED_GOALS)
+            max_items=min(max_num_goals or MAX_CONSTRAINED_GOALS, MAX_GOALS_PER_ANSWER))
 
     def __repr__(self) -> str:
         return f"GPTLanguageModel({self.client!r})"
