@@ -15,12 +15,13 @@ from ellm import interrupt
 def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
                  sync_dir: bool = False, **open_kwargs: Any) -> Iterator[IO[Any]]:
     """Write ``path`` atomically (temp file, fsync, rename); on an exception it is left as it was.
-    """
+    The temp file is always a new file, never written through a link found at its name."""
     path = Path(path)
     tmp = tmp or path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with interrupt.deferred():
         try:
-            with open(tmp, mode, **open_kwargs) as f:
+            tmp.unlink(missing_ok=True)  # a crash's leftover, or a link planted at the name
+            with open(tmp, mode, opener=_new_file, **open_kwargs) as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
@@ -33,6 +34,10 @@ def atomic_write(path: str | Path, mode: str = "wb", *, tmp: Path | None = None,
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _new_file(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -33,3 +33,14 @@ def test_an_error_mid_write_keeps_the_old_file_and_removes_the_temp_file(tmp_pat
     with atomic_write(tmp_path / "fresh.bin", tmp=tmp) as f:  # a new file, a named temp file
         f.write(b"x")
     assert (tmp_path / "fresh.bin").read_bytes() == b"x" and not tmp.exists()
+
+
+def test_a_link_at_the_temp_files_name_is_replaced_not_written_through(tmp_path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("someone else's")
+    path = tmp_path / "report.md"
+    (tmp_path / f".report.md.{os.getpid()}.tmp").symlink_to(victim)
+    with atomic_write(path, "w") as f:
+        f.write("new\n")
+    assert victim.read_text() == "someone else's"
+    assert path.read_text() == "new\n" and not path.is_symlink()

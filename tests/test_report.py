@@ -17,7 +17,7 @@ import crafter
 import pytest
 from conftest import run_train, train_env
 
-from ellm_tools.report import NotARunDir, build_report, load_runs, method_name
+from ellm_tools.report import NotARunDir, UnreadableRun, build_report, load_runs, method_name
 from ellm_tools.report.aggregate import lm_totals
 from ellm_tools.report.runs import Run
 
@@ -591,7 +591,7 @@ def test_records_that_are_not_what_runs_write_are_dropped_or_refused(tmp_path):
     (loaded,) = load_runs([run])
     assert loaded.train_episodes == [{"frame": 5.0}]  # the one object; its numbers only
     (run / "config.json").write_text("[1, 2, 3]")
-    with pytest.raises(NotARunDir, match="holds a list, expected a JSON object"):
+    with pytest.raises(UnreadableRun, match="holds a list, expected a JSON object"):
         load_runs([run])
 
 

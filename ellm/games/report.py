@@ -6,9 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from text_crafter import load_stats as load_episodes  # every game logs Crafter's stats format
-
-__all__ = ["GameReport", "load_episodes"]
+__all__ = ["GameReport"]
 
 
 @dataclass(frozen=True)

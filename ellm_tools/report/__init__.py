@@ -48,11 +48,14 @@ from ellm_tools.report.aggregate import (
     scores,
     train_achievements,
 )
+from ellm_tools.report.copies import UnsafeOutput, output_dir, safe_name
 from ellm_tools.report.figures import bar_figure, line_figure
+from ellm_tools.report.records import UnreadableRun
 from ellm_tools.report.runs import SCORED, NotARunDir, Run, load_runs, method_name
 from ellm_tools.report.summary import evals_label, render
 
-__all__ = ["NotARunDir", "Report", "Run", "build_report", "load_runs", "method_name"]
+__all__ = ["NotARunDir", "Report", "Run", "UnreadableRun", "UnsafeOutput", "build_report",
+           "load_runs", "method_name"]
 
 
 @dataclass
@@ -68,6 +71,7 @@ class Report:
     returns: list[ReturnScores] = field(default_factory=list)  # runs of the LLM optimisers
     diagnostics: list[MethodDiagnostics] = field(default_factory=list)  # collapse, per method
     figures: dict[str, Path] = field(default_factory=dict)
+    skipped: list[UnreadableRun] = field(default_factory=list)  # runs whose records were unreadable
 
     @property
     def summary(self) -> Path:
@@ -81,13 +85,15 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
     ``group_by``: config keys (dotted) whose value is appended to the method name, to tell apart
     runs of one method with different settings. ``bin_frames``: width of the frame bins of the
     training-episode curve (default: each run's ``eval_every_frames``). ``last_evals``: how many
-    of each run's latest evaluations the score table and success rates pool. Raises
-    :class:`NotARunDir` for a path that neither is nor holds a run directory.
+    of each run's latest evaluations the score table and success rates pool. A run whose
+    records cannot be read is left out and named in ``Report.skipped``. Raises
+    :class:`NotARunDir` for a path that neither is nor holds a run directory, and
+    :class:`UnsafeOutput` for an ``out`` that is a symlink or a file.
     """
-    runs = load_runs(paths, group_by)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    report = Report(runs=runs, out=out, last_evals=last_evals)
+    out = output_dir(out)
+    skipped: list[UnreadableRun] = []
+    runs = load_runs(paths, group_by, skipped)
+    report = Report(runs=runs, out=out, last_evals=last_evals, skipped=skipped)
     # Runs that log iterations (the LLM optimisers) are reported by return against episodes.
     optimised = [r for r in runs if r.has_data and r.csvs.get("iteration")]
     crafter = [r for r in runs if r.has_data and r.game.scores_achievements
@@ -145,13 +151,14 @@ def _return_figures(report: Report, optimised: list[Run]) -> None:
     for game in dict.fromkeys(r.game for r in optimised):
         played = [r for r in optimised if r.game is game]
         label = game.label or game.name.capitalize()
+        stem = safe_name(game.name)  # a name a run recorded: it never leaves ``out``
         for kind, namespace, title in (
                 ("return", "iteration", f"{label}: return of each setting or rollout tried"),
                 ("eval_return", "eval", f"{label}: evaluation return")):
             series = curves(played, episode_curve(namespace))
             if series:
-                report.figures[f"{game.name}_{kind}"] = line_figure(
-                    report.out / f"{game.name}_{kind}.png", series, title, "return",
+                report.figures[f"{stem}_{kind}"] = line_figure(
+                    report.out / f"{stem}_{kind}.png", series, title, "return",
                     xlabel="training episodes", integer_x=True)
 
 
@@ -175,6 +182,7 @@ def _write_json(report: Report) -> None:
                   "path": r.name} for r in report.runs],  # as report.md names it: no machine paths
         "last_evals": report.last_evals,
         "warnings": report.warnings,
+        "skipped": [s.short for s in report.skipped],
         "scores": [s.as_dict() for s in report.scores],
         "diagnostics": [d.as_dict() for d in report.diagnostics],
         "lm": [u.as_dict() for u in report.lm],

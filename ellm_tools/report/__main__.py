@@ -39,8 +39,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from ellm_tools.report import NotARunDir, build_report
-    from ellm_tools.report.runs import copy_records, load_runs
+    from ellm_tools.report import NotARunDir, UnsafeOutput, build_report
+    from ellm_tools.report.copies import copy_records, output_dir
+    from ellm_tools.report.runs import load_runs
 
     if args.bin_frames is not None and args.bin_frames < 1:
         print("error: --bin-frames must be a positive number of frames", file=sys.stderr)
@@ -49,15 +50,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --last-evals must be a positive number of evaluations", file=sys.stderr)
         return 2
     out = args.out or str(Path(args.paths[0]) / "report" if len(args.paths) == 1 else "report")
-    paths = args.paths
+    paths, skipped = args.paths, []
     try:
         if args.copy_runs:
-            paths = copy_records(load_runs(paths, args.group_by), Path(out) / "runs")
+            output_dir(out)  # before any copy goes in
+            paths = copy_records(load_runs(paths, args.group_by, skipped), Path(out) / "runs")
         report = build_report(paths, out, args.group_by, args.bin_frames,
                               args.last_evals)
-    except NotARunDir as exc:
+    except (NotARunDir, UnsafeOutput) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for unreadable in skipped + report.skipped:
+        print(f"warning: run skipped, its records cannot be read: {unreadable}", file=sys.stderr)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     with_data = sum(r.has_data for r in report.runs)

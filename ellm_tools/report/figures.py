@@ -27,6 +27,12 @@ def _pyplot():
     return plt
 
 
+def _text(label: str) -> str:
+    """A label from the runs' records drawn as written: a ``$`` would start matplotlib's maths
+    (and a malformed formula stops the figure)."""
+    return label.replace("$", r"\$")
+
+
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     write_text(path, json.dumps(data, indent=1) + "\n")
 
@@ -46,13 +52,13 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
         mean, std = np.asarray(curve.mean), np.asarray(curve.std)
         markers.append("o" if len(x) < 30 else None)  # few points: show each, not just a line
         line, = ax.plot(x, mean, marker=markers[-1], markersize=5,
-                        label=f"{curve.method} (n={len(curve.runs)})")
+                        label=_text(f"{curve.method} (n={len(curve.runs)})"))
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     if integer_x:
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(_text(xlabel))
     ax.grid(alpha=0.3)
     low, high = ax.get_xlim()
     return _save(fig, ax, path, title, ylabel, bool(curves), {
@@ -71,9 +77,9 @@ def _one_x_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     ax.bar(x, [c.mean[0] for c in curves], 0.6, yerr=[c.std[0] for c in curves], capsize=4,
            color=[colors[i % len(colors)] for i in range(len(curves))])
-    ax.set_xticks(x, [f"{c.method}\n(n={len(c.runs)})" for c in curves], fontsize=8)
+    ax.set_xticks(x, [_text(f"{c.method}\n(n={len(c.runs)})") for c in curves], fontsize=8)
     at = f"{xlabel} = {curves[0].frames[0]:g}"
-    ax.set_xlabel(f"all at {at}")
+    ax.set_xlabel(_text(f"all at {at}"))
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, ax, path, title, ylabel, False, {
         "title": title, "kind": "bars", "at": at, "ylabel": ylabel,
@@ -90,7 +96,7 @@ def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mappi
     x = np.arange(len(categories))
     for i, (method, values) in enumerate(series.items()):
         ax.bar(x + (i - (len(series) - 1) / 2) * width, [values.get(c, 0.0) for c in categories],
-               width, label=f"{method} (n={n_runs.get(method, 0)})")
+               width, label=_text(f"{method} (n={n_runs.get(method, 0)})"))
     ax.set_xticks(x, [c.replace("_", " ") for c in categories], rotation=60, ha="right",
                   fontsize=8)
     ax.grid(axis="y", alpha=0.3)
@@ -102,8 +108,8 @@ def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mappi
 
 def _save(fig, ax, path: Path, title: str, ylabel: str, legend: bool, data: dict) -> Path:
     """Label, save and close a figure; write the data behind it next to it as JSON."""
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_ylabel(_text(ylabel))
+    ax.set_title(_text(title))
     if legend:
         ax.legend(fontsize=8)
     fig.tight_layout()

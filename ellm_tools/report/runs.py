@@ -11,11 +11,6 @@ has only ``train.log`` or ``config.json``, a killed run may end in a torn line.
 
 from __future__ import annotations
 
-import csv
-import json
-import math
-import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +18,14 @@ from typing import Any
 
 from ellm.errors import ConfigError
 from ellm.games import GAMES, GameReport, find_game, game_named
-from ellm.games.report import load_episodes
+from ellm_tools.report.records import (
+    Row,
+    UnreadableRun,
+    number,
+    read_config,
+    read_csv,
+    read_episodes,
+)
 
 # Files any version of train.py writes into a run directory early on.
 RUN_MARKERS: tuple[str, ...] = ("config.json", "train.csv", "eval.csv", "snapshot.pt", "train.log",
@@ -67,6 +69,7 @@ METHOD_LABELS: dict[str, str] = {
     "scripted-policy": "Scripted policy (follows fp)", "random-policy": "Random policy (text)",
 }
 
+MAX_LABEL = 200  # characters of a method's name
 # The game whose achievements the report scores (Crafter's score and success rates).
 SCORED = next(g.report for g in GAMES if g.report.scores_achievements)
 
@@ -108,7 +111,7 @@ def game_of(config: Mapping[str, Any]) -> GameReport:
 
 def is_random(config: Mapping[str, Any]) -> bool:
     """The random-action reference: epsilon 1 while training and evaluating."""
-    return all(_num(cfg_get(config, f"agent.{k}")) == 1.0
+    return all(number(cfg_get(config, f"agent.{k}")) == 1.0
                for k in ("train_eps_min", "train_eps_max", "eval_eps"))
 
 
@@ -165,7 +168,8 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name += ", finetuned"
     for key in group_by:
         name += f" {key}={cfg_get(config, key)}"
-    return name
+    # A run's own words: long enough to tell methods apart, short enough for a legend.
+    return name if len(name) <= MAX_LABEL else name[:MAX_LABEL - 3] + "..."
 
 
 def _recorded_method(config: Mapping[str, Any]) -> str:
@@ -213,32 +217,6 @@ def _lm_method(config: Mapping[str, Any]) -> str:
     return "Novelty" if lm_class in NOVELTY_CLASSES else ellm_label(config)
 
 
-def _num(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-Row = dict[str, float]
-
-
-def read_csv(path: Path) -> list[Row]:
-    """Rows of a logger CSV as floats (empty cells left out); a torn last line is dropped."""
-    if not path.is_file():
-        return []
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if text and not text.endswith("\n"):
-        text = text[:text.rfind("\n") + 1]
-    rows = []
-    for raw in csv.DictReader(text.splitlines()):
-        row = {k: v for k, v in ((k, _num(v)) for k, v in raw.items() if k)
-               if v is not None and not math.isnan(v)}
-        if "frame" in row:
-            rows.append(row)
-    return rows
-
-
 @dataclass
 class Run:
     """One run directory's data; every list is empty when its file does not exist (yet)."""
@@ -254,7 +232,7 @@ class Run:
     @property
     def seed(self) -> int | None:
         seed = cfg_get(self.config, "seed") if self.config else None
-        return int(seed) if _num(seed) is not None else None
+        return int(seed) if number(seed) is not None else None
 
     @property
     def game(self) -> GameReport:
@@ -341,24 +319,20 @@ def _below(path: Path) -> list[Path]:
 
 
 def load_run(path: str | Path, group_by: Iterable[str] = ()) -> Run:
-    """Everything the report needs from one run directory (tolerates missing files)."""
+    """Everything the report needs from one run directory (tolerates missing files); raises
+    :class:`UnreadableRun` for records that are not what a run writes."""
     path = Path(path)
     if not is_run_dir(path):
         raise NotARunDir(f"{str(path)!r} is not a run directory: none of {', '.join(RUN_MARKERS)}")
-    config: dict[str, Any] = {}
-    config_path = path / "config.json"
-    if inside(path, config_path):
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise NotARunDir(f"{str(config_path)!r} is not valid JSON: {exc}") from exc
-        if not isinstance(config, dict):
-            raise NotARunDir(f"{str(config_path)!r} holds a {type(config).__name__}, expected "
-                             "a JSON object (the run's config)")
-    csvs = {p.stem: read_csv(p) for p in sorted(path.glob("*.csv")) if inside(path, p)}
-    stats = {split: _episodes(path / split / "stats.jsonl") if inside(path, path / split /
-                                                                       "stats.jsonl") else []
-             for split in ("train", "eval")}
+    try:
+        config = read_config(path / "config.json") if inside(path, path / "config.json") else {}
+        csvs = {p.stem: read_csv(p) for p in sorted(path.glob("*.csv")) if inside(path, p)}
+        stats = {split: read_episodes(path / split / "stats.jsonl")
+                 if inside(path, path / split / "stats.jsonl") else []
+                 for split in ("train", "eval")}
+    except UnreadableRun as exc:
+        exc.run = path
+        raise
     return Run(path=path, config=config, method=method_name(config, group_by), csvs=csvs,
                train_episodes=stats["train"], eval_episodes=stats["eval"],
                name=f"{path.parent.name}/{path.name}")
@@ -379,73 +353,22 @@ def inside(run_dir: Path, file: Path) -> bool:
     return file.is_file()
 
 
-def _episodes(path: Path) -> list[dict[str, float]]:
-    """The episodes of a ``stats.jsonl`` that are what the loggers write: objects of numbers
-    (anything else in a line is dropped)."""
-    return [{k: float(v) for k, v in ep.items()
-             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
-            for ep in load_episodes(path) if isinstance(ep, dict)]
-
-
-def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = ()) -> list[Run]:
-    """Runs under every path (run or sweep directories), each directory once, in path order."""
+def load_runs(paths: Iterable[str | Path], group_by: Iterable[str] = (),
+              skipped: list[UnreadableRun] | None = None) -> list[Run]:
+    """Runs under every path (run or sweep directories), each directory once, in path order.
+    A run whose records cannot be read raises :class:`UnreadableRun`, or, with ``skipped``
+    given, is left out and its error appended there."""
     seen: dict[Path, None] = {}
     for path in paths:
         for run_dir in find_run_dirs(path):
             seen.setdefault(run_dir.resolve(), None)
     group_by = tuple(group_by)
-    return [load_run(p, group_by) for p in seen]
-
-
-# What a copied run keeps: the files the report reads, small enough to commit. Snapshots,
-# replay episodes and train.log (which names the machine's paths) stay behind.
-RECORD_FILES: tuple[str, ...] = ("config.json", "*.csv", "train/stats.jsonl", "eval/stats.jsonl")
-
-
-def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
-    """Copy each run's records (:data:`RECORD_FILES`) into ``dest/<method>_seed<k>`` (a suffix
-    keeps two runs of one method and seed apart), so that a report can be rebuilt from the copies
-    once the run directories are gone: ``python -m ellm_tools.report DEST``. A run already under
-    ``dest`` is left as it is. Returns the copies' directories."""
-    dest = Path(dest)
-    if dest.is_symlink():
-        raise NotARunDir(f"{str(dest)!r} is a symlink: the copies go into a directory of the "
-                         "report's own (remove the link, or choose another --out)")
-    dest.mkdir(parents=True, exist_ok=True)
-    runs = list(runs)
-    kept = {id(r) for r in runs if dest.resolve() in r.path.resolve().parents}
-    # Copies already under dest keep their names whatever the order the runs came in.
-    taken = {r.path.name for r in runs if id(r) in kept}
-    copies: list[Path] = []
-    for run in runs:
-        if id(run) in kept:
-            copies.append(run.path)
-            continue
-        stem = safe_name(run.method)
-        stem = f"{stem}_seed{run.seed}" if run.seed is not None else stem
-        name, n = stem, 2
-        while name in taken:
-            name, n = f"{stem}_{n}", n + 1
-        taken.add(name)
-        target = dest / name
-        assert target.parent == dest and name not in ("", ".", ".."), name
-        if target.is_symlink() or target.is_file():
-            target.unlink()  # the link itself, never what it points to
-        elif target.exists():
-            shutil.rmtree(target)
-        for pattern in RECORD_FILES:
-            for source in sorted(run.path.glob(pattern)):
-                if not inside(run.path, source):
-                    continue
-                copy = target / source.relative_to(run.path)
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, copy, follow_symlinks=False)
-        copies.append(target)
-    return copies
-
-
-def safe_name(label: str, limit: int = 80) -> str:
-    """A directory name made from a run's label (its records' words): letters, digits and
-    ``._-`` only, never starting with a dot, at most ``limit`` characters."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label)[:limit].strip(".-")
-    return name or "run"
+    runs = []
+    for run_dir in seen:
+        try:
+            runs.append(load_run(run_dir, group_by))
+        except UnreadableRun as exc:
+            if skipped is None:
+                raise
+            skipped.append(exc)
+    return runs

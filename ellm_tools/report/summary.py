@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,31 @@ How to read this:
   gap, not a confidence interval. Shaded bands in the figures are mean ± std. Runs still in
   progress count with what they have logged so far.
 """
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_MARKUP = re.compile(r"([\\`*\[\]#|~$])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def md(label: object) -> str:
+    """A label from a run's records as plain Markdown text: on one line, its HTML and Markdown
+    characters escaped (an ``_`` inside a word stays: it marks nothing there), and nothing at
+    its start that would open a list item."""
+    text = _CONTROL.sub(" ", str(label)).strip()
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKUP.sub(lambda m: "\\" + m.group(0), text)
+    return re.sub(r"^([-+=])|^(\d+)([.)])", lambda m: (
+        f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}"), text)
+
+
+def code(label: object, in_table: bool = True) -> str:
+    """A label from a run's records as a Markdown code span (where nothing is markup)."""
+    text = _CONTROL.sub(" ", str(label))
+    if in_table:  # a table splits cells at | even inside code; \| is GFM's way to keep one
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _ms(values: Sequence[float], digits: int = 2) -> str:
@@ -97,14 +123,14 @@ def score_table(rows: Sequence[MethodScores], last_evals: int = 1) -> list[str]:
     if tasks:
         columns = (*columns[:4], f"task success %, {evals_label(last_evals)}", *columns[4:])
     return _table(columns, [
-        (s.method, _seeds(s.seeds), _span(s.frames), _span(s.eval_frames),
+        (md(s.method), _seeds(s.seeds), _span(s.frames), _span(s.eval_frames),
          *([_ms(s.eval_task_success) if s.eval_task_success else "-"] if tasks else []),
          _ms(s.eval_achievements), _ms(s.eval_score), _ms(s.train_score)) for s in rows])
 
 
 def lm_table(rows: Sequence[LMUsage]) -> list[str]:
     return _table(LM_COLUMNS, [
-        (u.method, str(u.runs), f"{u.frames:,}", f"{u.queries_per_1m:,.0f}",
+        (md(u.method), str(u.runs), f"{u.frames:,}", f"{u.queries_per_1m:,.0f}",
          f"{u.api_calls_per_1m:,.0f}",
          "n/a (no LM calls)" if u.cache_hit_rate is None else f"{100 * u.cache_hit_rate:.1f}%",
          f"{u.tokens_per_1m:,.0f}", f"{u.dollars_per_1m:.4f}", f"{u.dollars:.4f}") for u in rows])
@@ -116,7 +142,7 @@ RETURN_COLUMNS = ("method", "runs", "episodes", "best return", "last eval return
 
 def return_table(rows: Sequence[ReturnScores]) -> list[str]:
     return _table(RETURN_COLUMNS, [
-        (r.method, str(len(r.runs)), _span(r.episodes), _ms(r.best_return), _ms(r.eval_return),
+        (md(r.method), str(len(r.runs)), _span(r.episodes), _ms(r.best_return), _ms(r.eval_return),
          _ms(r.eval_success)) for r in rows])
 
 
@@ -127,7 +153,7 @@ def diagnostics_table(rows: Sequence[MethodDiagnostics],
     rows = [r for r in rows if any(k in r.eval or k in r.train for k in keys)]
     columns = ("method", *(f"eval {k.replace('_', ' ')}" for k in keys),
                *(f"train {k.replace('_', ' ')}" for k in keys))
-    return _table(columns, [(r.method, *(_ms(r.eval.get(k, [])) for k in keys),
+    return _table(columns, [(md(r.method), *(_ms(r.eval.get(k, [])) for k in keys),
                              *(_ms(r.train.get(k, [])) for k in keys)) for r in rows])
 
 
@@ -145,14 +171,14 @@ def metrics_table(runs: Sequence[Run], metrics: Sequence[str], last_evals: int) 
                     values.append(float(np.mean([points[f] for f in sorted(points)[-last_evals:]])))
             cells.append(_ms(values) if values else "-")
         if any(c != "-" for c in cells):
-            rows.append([method, _seeds([r.seed for r in group]), *cells])
+            rows.append([md(method), _seeds([r.seed for r in group]), *cells])
     return _table(["method", "seeds", *metrics], rows)
 
 
 def run_table(runs: Sequence[Run]) -> list[str]:
     return _table(RUN_COLUMNS, [
-        (r.method, "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
-         f"`{r.name}`") for r in runs])
+        (md(r.method), "?" if r.seed is None else str(r.seed), f"{r.frames:,}", r.status,
+         code(r.name)) for r in runs])
 
 
 def render(report: Report) -> str:
@@ -161,10 +187,13 @@ def render(report: Report) -> str:
     methods = list(dict.fromkeys(r.method for r in runs))
     out = ["# ELLM run report", "",
            (f"{len(runs)} run directories ({len(with_data)} with data) of {len(methods)} "
-            f"methods: {', '.join(methods)}."),
+            f"methods: {', '.join(map(md, methods))}."),
            "", "## Runs", "", *run_table(runs), ""]
+    if report.skipped:
+        out += ["**Runs skipped** (their records are not what a run writes):", "",
+                *[f"- {md(s.short)}" for s in report.skipped], ""]
     if report.warnings:
-        out += ["**Warnings:**", "", *[f"- {w}" for w in report.warnings], ""]
+        out += ["**Warnings:**", "", *[f"- {md(w)}" for w in report.warnings], ""]
     if not with_data:
         out += ["No run has logged any data yet: nothing to plot.", ""]
         return "\n".join(out)
@@ -178,7 +207,7 @@ def render(report: Report) -> str:
     empty = [r for r in runs if not r.has_data]
     if empty:
         out += ["Runs with no data yet (listed above, left out of figures and tables): "
-                + ", ".join(f"`{r.name}`" for r in empty) + ".", ""]
+                + ", ".join(code(r.name, in_table=False) for r in empty) + ".", ""]
     return "\n".join(out)
 
 
