@@ -33,7 +33,7 @@ from baselines.intrinsic import IntrinsicReward, Scorer, WindowReward, window_st
 from ellm.agent import DQNAgent, check_same
 from ellm.agent_options import AgentOptions
 from ellm.errors import ConfigError
-from ellm.schema import boolean_or_auto, integer, non_negative, number, positive
+from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative, number, positive
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class IntrinsicOptions(AgentOptions):
     use_language: bool | str = boolean_or_auto("auto")
     language_weight: float = non_negative(0.5)
     extr_rew_weight: float = number(1.0)  # read by the loop
-    rep_dim: int = integer(1, 512)
+    rep_dim: int = integer(1, 512, high=MAX_WIDTH)
     intrinsic_lr: float = positive(1e-4)
 
     def __post_init__(self) -> None:

@@ -40,7 +40,7 @@ from baselines.intrinsic import (
 from baselines.paper import PaperAPT
 from ellm.agent_options import AgentOptions
 from ellm.errors import ConfigError
-from ellm.schema import boolean_or_auto, integer, non_negative
+from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -158,7 +158,7 @@ class APTOptions(IntrinsicOptions):
     use_language: bool | str = boolean_or_auto(False)
     language_weight: float = non_negative(1.0)
     knn_k: int = integer(1, 12)
-    icm_hidden_dim: int = integer(1, 1024)
+    icm_hidden_dim: int = integer(1, 1024, high=MAX_WIDTH)
 
     def check_run(self, *, frame_stack: int, nstep: int, batch_size: int | None) -> None:
         super().check_run(frame_stack=frame_stack, nstep=nstep, batch_size=batch_size)

@@ -28,7 +28,7 @@ class AgentOptions:
     train_eps_min: float = schema.probability(0.01)
     train_eps_max: float = schema.probability(1.0)
     eval_eps: float = schema.probability(0.001)
-    hidden_dim: int = schema.integer(1, 512)
+    hidden_dim: int = schema.integer(1, 512, high=schema.MAX_WIDTH)
     reward_scale: float = schema.number(1.0)
     debug: bool = schema.boolean(False)
     joint_text: bool | str = schema.boolean_or_auto("auto")

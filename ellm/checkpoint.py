@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,19 +83,43 @@ def resolve(path: str | Path, key: str) -> Path:
     return path
 
 
-def load(path: str | Path, key: str = "snapshot_path") -> tuple[dict[str, Any], dict[str, Any]]:
-    """(agent state, meta) from a checkpoint file or run dir."""
+def load(path: str | Path, key: str = "snapshot_path", *,
+         mmap: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(agent state, meta) from a checkpoint file or run dir; ``mmap`` maps the tensors instead
+    of reading them (:func:`check`)."""
     path = resolve(path, key)
+    expected = f"expected the {SNAPSHOT_NAME} that python train.py writes, a PyTorch zip archive"
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(f"{key}: {str(path)!r} is not a snapshot ({expected}); it starts "
+                              f"with {_start(path)}")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        data = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as exc:
-        raise CheckpointError(f"{key}: cannot read snapshot {str(path)!r}: {exc}") from exc
+        raise CheckpointError(f"{key}: {str(path)!r} is a zip archive but not a snapshot "
+                              f"({expected}): {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{key}: {str(path)!r} is not an ellm snapshot (format {FORMAT})")
+        raise CheckpointError(f"{key}: {str(path)!r} is a PyTorch file but not a snapshot "
+                              f"({expected}, format {FORMAT})")
     if not isinstance(data.get("agent"), dict):
         raise CheckpointError(f"{key}: {str(path)!r} holds no agent state (a dict)")
     check_meta(data.get("meta"), f"{key}: snapshot {str(path)!r}")
     return data["agent"], data["meta"]
+
+
+def check(path: str | Path, key: str) -> Path:
+    """The snapshot file of ``path``, checked whole before a run starts at the cost of its
+    pickle only (the tensors are mapped, not read)."""
+    load(path, key, mmap=True)
+    return resolve(path, key)
+
+
+def _start(path: Path, size: int = 24) -> str:
+    with path.open("rb") as f:
+        head = f.read(size)
+    try:
+        return f"the text {head.decode('utf-8')!r}"
+    except UnicodeDecodeError:
+        return f"the bytes {head!r}"
 
 
 def _count(v: Any) -> bool:

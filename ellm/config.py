@@ -8,11 +8,13 @@ import importlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from ellm import checkpoint
@@ -54,6 +56,32 @@ UNSUPPORTED = {
 }
 
 
+# Processes and threads of one run: past 4 per CPU of this machine they only wait for each other;
+# 16 at least, so that the original's commands (5 replay workers) run on a small machine.
+MAX_WORKERS = max(16, 4 * (os.cpu_count() or 1))
+MAX_SEED = 2**32 - 1  # numpy's seeds
+MAX_BATCH = 2**16  # a batch of 4 stacked frames is 1.8 GB there, before its copies in flight
+MAX_FRAME_STACK = 64
+MAX_NSTEP = 1000  # every replay episode holds nstep rows more for its n-step returns
+RUN_DIR_HINT = "to put the run elsewhere, set hydra.run.dir=DIR"
+
+
+def _workers(low: int, auto: bool = True) -> Any:
+    return valid(f"{'auto or ' if auto else ''}an integer in [{low}, {MAX_WORKERS}] (4 per CPU "
+                 "of this machine, 16 at least)",
+                 lambda v: (auto and v == "auto") or (is_int(v) and low <= v <= MAX_WORKERS))
+
+
+def _run_name(v: Any) -> bool:
+    """A name that stays one folder of ``exp_local/<date>``: no separator, no ``..``, no
+    control character."""
+    if not (isinstance(v, str | int | float) or v is None):
+        return False
+    name = str(v)
+    return not (set(name) & {"/", "\\", os.sep, os.altsep or "/"} or ".." in name
+                or any(ord(c) < 32 or ord(c) == 127 for c in name))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """Top-level keys of ``config.yaml`` (documented there) that the agent block does not
@@ -61,22 +89,20 @@ class RunOptions:
 
     num_train_frames: int = integer(0)
     num_seed_frames: int = integer(0)
-    num_actors: int = integer(1)
+    num_actors: int = _workers(1, auto=False)
     actor_sync_frames: int = integer(1)
     eval_every_frames: int = integer(1)
     num_eval_episodes: int = integer(0)
-    frame_stack: int = integer(1)
-    nstep: int = integer(1)
-    batch_size: int = integer(1)
+    frame_stack: int = integer(1, high=MAX_FRAME_STACK)
+    nstep: int = integer(1, high=MAX_NSTEP)
+    batch_size: int = integer(1, high=MAX_BATCH)
     replay_buffer_size: int = integer(1)
-    replay_buffer_num_workers: int | str = valid(
-        "auto or an integer >= 0", lambda v: v == "auto" or (is_int(v) and v >= 0))
-    seed: int = integer(0)
+    replay_buffer_num_workers: int | str = _workers(0)
+    seed: int = integer(0, high=MAX_SEED)
     precision: str = one_of("fp32", "bf16")
     compile: bool | str = valid(COMPILE_MODES,
                                 lambda v: isinstance(v, bool) or v in COMPILE_STRINGS)
-    torch_threads: int | str = valid("auto or an integer >= 1",
-                                    lambda v: v == "auto" or (is_int(v) and v >= 1))
+    torch_threads: int | str = _workers(1)
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
     # AGENT_KEYS_AT_TOP are the agent's options (agent.x: ${x}), checked once, there, under
     # these names.
@@ -92,6 +118,8 @@ class RunOptions:
     use_extr_rew: bool = boolean()
     progress: bool = boolean()
     progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
+    exp_name: str = valid("a name for one folder under exp_local/<date> (no path separator, "
+                          f"no '..', no control character); {RUN_DIR_HINT}", _run_name)
 
 
 @dataclass(frozen=True)
@@ -147,7 +175,7 @@ def validate(cfg: DictConfig) -> RunSpec:
     check_compile(cfg.compile, device)
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
-            checkpoint.resolve(cfg[key], key)
+            checkpoint.check(cfg[key], key)
     return RunSpec(cfg, game, method, agent, lm, device)
 
 
@@ -261,6 +289,55 @@ def resolve_workers(workers: Any, cpus: int | None = None) -> int:
     return min(4, (cpus or usable_cpus()) // 2)
 
 
+# Hydra's flags that name the primary config file, by what they give.
+CONFIG_FLAGS = {"--config-name": "name", "-cn": "name", "--config-path": "path", "-cp": "path",
+                "--config-dir": "dir", "-cd": "dir"}
+MAX_CONFIG_BYTES = 16 * 2**20
+
+
+def check_config_file(argv: Sequence[str], root: Path) -> None:
+    """The file ``--config-name`` names (in ``--config-dir``, ``--config-path`` or ``root``) is a
+    YAML mapping: on anything else Hydra stops with its parser's traceback. A name no folder
+    holds is left to Hydra, which says where it looked."""
+    flags: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in CONFIG_FLAGS:
+            flags[CONFIG_FLAGS[flag]] = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    if not flags.get("name"):
+        return
+    name = flags["name"] if flags["name"].endswith((".yaml", ".yml")) else f"{flags['name']}.yaml"
+    folders = [Path(flags["dir"])] if flags.get("dir") else []
+    folders.append(root / flags["path"] if flags.get("path") else root)  # absolute stays absolute
+    found = next((f / name for f in folders if (f / name).is_file()), None)
+    if found is not None:
+        _check_yaml(found, f"--config-name={flags['name']}")
+
+
+def _check_yaml(path: Path, what: str) -> None:
+    expected = "expected a YAML file of key: value lines, as config.yaml"
+    with path.open("rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what}: {str(path)!r} is not a config ({expected}): it is over "
+                          f"{MAX_CONFIG_BYTES // 2**20} MiB")
+    try:
+        loaded = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what}: {str(path)!r} is not a config ({expected}): byte "
+                          f"{exc.object[exc.start]:#04x} at offset {exc.start} is not UTF-8 "
+                          "text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{what}: {str(path)!r} is not YAML ({expected}): {problem}{where}") \
+            from None
+    if not isinstance(loaded, dict | None):
+        raise ConfigError(f"{what}: {str(path)!r} holds a YAML {type(loaded).__name__}, "
+                          f"{expected}")
+
+
 def check_lm_spec(raw: Any, *, by_lm_class: bool = False) -> LMSpec:
     """Check ``env_spec.lm_spec`` (and its cache) before a run starts; ConfigError names the key."""
     try:
@@ -304,6 +381,7 @@ __all__ = [
     "agent_options",
     "agent_target",
     "check_added_keys",
+    "check_config_file",
     "check_lm_spec",
     "leaves",
     "parse",

@@ -9,8 +9,9 @@ from typing import Any
 
 from ellm.errors import ConfigError
 
-__all__ = ["boolean", "boolean_or_auto", "integer", "is_int", "is_num", "non_negative", "number",
-           "one_of", "parse", "parse_keywords", "positive", "probability", "valid"]
+__all__ = ["MAX_COUNT", "MAX_WIDTH", "boolean", "boolean_or_auto", "integer", "is_int", "is_num",
+           "non_negative", "number", "one_of", "parse", "parse_keywords", "positive",
+           "probability", "valid"]
 
 
 def is_int(v: Any) -> bool:
@@ -28,8 +29,18 @@ def valid(expected: str, ok: Callable[[Any], bool], default: Any = MISSING,
     return field(default=default, metadata={"expected": expected, "ok": ok, "convert": convert})
 
 
-def integer(low: int, default: Any = MISSING) -> Any:
-    return valid(f"an integer >= {low}", lambda v: is_int(v) and v >= low, default)
+# The largest count any key may hold unless it says less: floats are exact up to it, and
+# numpy's and torch's int64 hold it.
+MAX_COUNT = 2**53
+# The widest layer a key may ask for: 8x the paper's 512; its weights, target copy and Adam's
+# moments are about 2 GB at 4096.
+MAX_WIDTH = 4096
+
+
+def integer(low: int, default: Any = MISSING, high: int = MAX_COUNT) -> Any:
+    expected = (f"an integer >= {low} (at most 2**53)" if high == MAX_COUNT
+                else f"an integer in [{low}, {high}]")
+    return valid(expected, lambda v: is_int(v) and low <= v <= high, default)
 
 
 def boolean(default: Any = MISSING) -> Any:

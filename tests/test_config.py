@@ -105,7 +105,7 @@ def test_a_bad_agent_option_stops_train_py_before_a_run_dir_exists(train, tmp_pa
     proc = train("agent=apt", "agent.rep_dim=-1", "exp_name=BAD", check=False, timeout=120,
                  extra_env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 2
-    assert "agent.rep_dim=-1 is invalid: expected an integer >= 1" in proc.stderr
+    assert "agent.rep_dim=-1 is invalid: expected an integer in [1, 4096]" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "exp_local").exists()
 
