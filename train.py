@@ -92,6 +92,7 @@ def check_before_hydra(argv: list[str]) -> list[str]:
 
     from ellm.checkpoint import CheckpointError
     from ellm.config import ConfigError, check_added_keys, validate
+    from ellm.craftax.options import check_overrides, is_craftax, parse_spec
 
     logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
     try:
@@ -101,7 +102,11 @@ def check_before_hydra(argv: list[str]) -> list[str]:
                 cfg = compose("config", overrides=overrides)
                 blank = blank or key_from_config_file(cfg)
                 check_added_keys(cfg, added_keys(overrides, compose))
-                validate(effective_config(cfg, overrides))
+                check_overrides(overrides, cfg)
+                if is_craftax(cfg):
+                    parse_spec(cfg)
+                else:
+                    validate(effective_config(cfg, overrides))
     except (HydraException, ConfigError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(CONFIG_ERROR)
@@ -145,6 +150,8 @@ def main(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
+    if str(cfg.env_spec.name).startswith("Craftax"):
+        return train_craftax(cfg, run_dir)
     try:
         workspace = Workspace(effective_config(cfg, list(HydraConfig.get().overrides.task)),
                               run_dir)
@@ -162,6 +169,28 @@ def main(cfg: DictConfig) -> None:
               f"snapshot with snapshot_path={run_dir}", file=sys.stderr)
         sys.exit(130)
     print("\n" + workspace.closing_message())
+
+
+def train_craftax(cfg: DictConfig, run_dir: Path) -> None:
+    """The Craftax engine's run (docs/craftax.md): the same front door, records and exit codes."""
+    from ellm.checkpoint import CheckpointError
+    from ellm.config import ConfigError
+    from ellm.craftax.run import CraftaxRun
+
+    try:
+        run = CraftaxRun(cfg, run_dir)
+    except (ConfigError, CheckpointError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        remove_if_empty(run_dir)
+        sys.exit(CONFIG_ERROR)
+    try:
+        run.train()
+    except KeyboardInterrupt:
+        run.close()
+        print(f"\ninterrupted at frame {run.frame} per seed; resume from the last snapshot with "
+              f"snapshot_path={run_dir}", file=sys.stderr)
+        sys.exit(130)
+    print("\n" + run.closing_message())
 
 
 if __name__ == "__main__":

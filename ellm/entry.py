@@ -30,8 +30,28 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> Path:
-    """``run_dir/config.json``: what the run is (config, method, game), written atomically."""
-    return write_json(run_dir / "config.json", record)
+    """``run_dir/config.json``: what the run is (config, method, game) and the code it ran
+    (``code_commit``), written atomically."""
+    return write_json(run_dir / "config.json", {**record, "code_commit": code_commit()})
+
+
+def code_commit() -> str | None:
+    """The git commit of this checkout, with ``+dirty`` when tracked files differ from it;
+    None outside a git checkout (an installed wheel)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def remove_if_empty(run_dir: Path) -> None:

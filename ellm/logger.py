@@ -76,6 +76,7 @@ class Logger:
         wandb_name: str | None = None,
         resume_id: str | None = None,
         resumed_at: int | None = None,
+        reinit: bool = False,
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +94,7 @@ class Logger:
                                      purge_step=None if resumed_at is None else resumed_at + 1)
         if use_wandb:
             self._wandb = _init_wandb(
-                self.run_dir, wandb_config or {}, wandb_project, wandb_name, resume_id)
+                self.run_dir, wandb_config or {}, wandb_project, wandb_name, resume_id, reinit)
 
     def log(self, metrics: Mapping[str, float], frame: int) -> None:
         """Log scalars with namespaced keys at ``frame`` (env steps so far)."""
@@ -130,7 +131,7 @@ class Logger:
                 log.info("W&B ran offline; upload this run with: wandb sync %s", sync_dir)
 
 
-def _init_wandb(run_dir, config, project, name, resume_id):
+def _init_wandb(run_dir, config, project, name, resume_id, reinit=False):
     try:
         import wandb
     except ImportError:
@@ -141,6 +142,8 @@ def _init_wandb(run_dir, config, project, name, resume_id):
         return wandb.init(
             project=project, name=name, dir=str(run_dir), config=dict(config),
             id=resume_id, resume="allow" if resume_id else None,
+            # Several runs in one process (the Craftax engine's seeds) each keep their own.
+            reinit="create_new" if reinit else None,
             settings=wandb.Settings(init_timeout=60, silent=True),
         )
     except Exception as exc:  # noqa: BLE001 - W&B must never stop training

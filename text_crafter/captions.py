@@ -45,7 +45,8 @@ def material_name(material: str, version: int = 2) -> str:
     return "crafting table" if material == "table" else material
 
 
-def _join(names: list[str], version: int) -> str:
+def join_names(names: list[str], version: int) -> str:
+    """The view's names as the caption lists them (``version`` 1 keeps the original's comma)."""
     if version == 1:
         if len(names) <= 1:
             return "".join(names)
@@ -89,8 +90,13 @@ def target_name(world: Any, player: Any, version: int) -> str | None:
 
 def state_caption(world: Any, player: Any, grid: tuple[int, int], version: int) -> str:
     """"You see ... ." plus " You are targeting X." when the player faces something nameable."""
-    caption = f"You see {_join(visible_names(world, player.pos, grid), version)}."
-    target = target_name(world, player, version)
+    return caption_of(visible_names(world, player.pos, grid), target_name(world, player, version),
+                      version)
+
+
+def caption_of(names: list[str], target: str | None, version: int) -> str:
+    """The state caption of sorted view ``names`` and the faced ``target`` (None: nothing)."""
+    caption = f"You see {join_names(names, version)}."
     if target is not None:
         caption += f" You are targeting {target}."
     return caption

@@ -1,0 +1,33 @@
+"""ELLM's goal reward as a table (ELLM.md §4): a transition's phrase and the shown goals are both
+finite, so every similarity is computed once, with the SBERT model and the threshold of the
+torch engine (:class:`ellm.reward.GoalReward`), and the loop's reward is a gather."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ellm.craftax.goals import GOALS
+from ellm.reward import GoalReward
+from text_craftax import PHRASES
+from text_crafter.actions import SYNONYMS
+
+
+def reward_table(embedder, threshold: float) -> np.ndarray:
+    """float32[PHRASES, GOALS]: what a transition of each phrase earns for each goal shown, 0
+    below the threshold; the same numbers :class:`GoalReward` gives one goal at a time."""
+    score = GoalReward(embedder, threshold, synonyms=SYNONYMS)
+    return np.array([[score(phrase, [goal])[0] for goal in GOALS] for phrase in PHRASES],
+                    np.float32)
+
+
+def goal_reward(table: jax.Array, phrase: jax.Array, shown: jax.Array
+                ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(reward, matched goal, matched?) of one transition: the best of the shown goals, as
+    GoalReward takes the best of a step's goals."""
+    row = jnp.where(phrase >= 0, table[jnp.maximum(phrase, 0)], 0.0)
+    scores = jnp.where(shown, row, 0.0)
+    best = jnp.argmax(scores)
+    value = scores[best]
+    return value, best, value > 0

@@ -1,0 +1,84 @@
+"""The Craftax engine's snapshot: every array the loop carries (networks, optimiser, worlds,
+episodes, random keys) and the goal table, in one ``.npz`` written atomically, read back without
+pickle and checked against the arrays a fresh run of the same config builds."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from ellm.checkpoint import CheckpointError
+from ellm.files import atomic_write
+
+SNAPSHOT = "snapshot.npz"
+# The record keys a resumed run must share with its snapshot: they fix the arrays' meaning.
+SAME = ("method", "engine", "goal_source", "seeds_trained_together", "craftax", "env_spec.name",
+        "env_spec.length", "discount")
+MAX_META = 1 << 20
+
+
+def _get(record: dict[str, Any], dotted: str) -> Any:
+    node: Any = record
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def save_snapshot(path: Path, states, frame: int, record: dict[str, Any],
+                  extra: dict[str, Any]) -> None:
+    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(states)]
+    arrays = {f"leaf_{i:04d}": leaf for i, leaf in enumerate(leaves)}
+    scalars = {k: v for k, v in extra.items() if not isinstance(v, np.ndarray)}
+    arrays.update({f"extra_{k}": v for k, v in extra.items() if isinstance(v, np.ndarray)})
+    meta = {"frame": int(frame), "leaves": len(leaves), "record": record, "extra": scalars}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getvalue())
+
+
+def load_snapshot(path: Path, template, record: dict[str, Any]):
+    """(states, frame, extra) of the snapshot at ``path``; CheckpointError naming the file when
+    it is not a Craftax snapshot of this config. ``template``: a fresh run's states."""
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    expected = sum(np.asarray(x).nbytes for x in leaves)
+    try:
+        if path.stat().st_size > 2 * expected + (64 << 20):
+            raise CheckpointError(f"{path}: {path.stat().st_size} bytes, far more than a Craftax "
+                                  f"snapshot of this config ({expected} bytes of arrays)")
+        with np.load(path, allow_pickle=False) as data:
+            meta_bytes = data["meta"]
+            if meta_bytes.size > MAX_META:
+                raise CheckpointError(f"{path}: its metadata is over {MAX_META} bytes")
+            meta = json.loads(meta_bytes.tobytes().decode())
+            arrays = [data[f"leaf_{i:04d}"] for i in range(len(leaves))]
+            extra = dict(meta.get("extra", {}))
+            extra.update({k[len("extra_"):]: data[k] for k in data.files
+                          if k.startswith("extra_")})
+    except CheckpointError:
+        raise
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is not a Craftax snapshot (a .npz written by a Craftax "
+                              f"run): {err}") from None
+    frame = meta.get("frame")
+    if not (isinstance(frame, int) and 0 <= frame <= 2**40) or meta.get("leaves") != len(leaves):
+        raise CheckpointError(f"{path}: its metadata does not describe a Craftax snapshot")
+    for key in SAME:
+        if _get(meta.get("record", {}), key) != _get(record, key):
+            raise CheckpointError(
+                f"{path} was written by a run with {key}={_get(meta.get('record', {}), key)!r}; "
+                f"this run has {key}={_get(record, key)!r}: resume with the same value")
+    for i, (want, got) in enumerate(zip(leaves, arrays, strict=True)):
+        want = np.asarray(want)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            raise CheckpointError(f"{path}: array {i} is {got.dtype}{list(got.shape)}, this "
+                                  f"config needs {want.dtype}{list(want.shape)}")
+    states = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in arrays])
+    return states, frame, extra
