@@ -205,5 +205,12 @@ if __name__ == "__main__":
         except BrokenPipeError:  # `python train.py --help | head`
             sys.stderr.close()
         sys.exit(0)
+    from ellm.config import ConfigError, check_config_file
+
+    try:
+        check_config_file(args, ROOT)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(CONFIG_ERROR)
     sys.argv[1:] = check_before_hydra(args)
     main()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GAMES = ("text_crafter", "text_housekeep")
+GAMES = ("text_crafter", "text_housekeep", "text_craftax")
 # Every module of the method outside ellm/games/ must work for any game: it reaches a game only
 # through ellm.games (its Game plug-in), never by importing it; and it never imports a tool.
 CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ellm").rglob("*.py")

@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ellm.craftax import goals as G
 from ellm.craftax.bonus import Bonus
 from ellm.craftax.pqn import Batch, PQNConfig, QNetwork, epsilon, lambda_returns, optimizer, update
-from ellm.craftax.reward import goal_reward
-from text_craftax import Caption, CraftaxEnv
+from ellm.games.craftax import goals as G
+from ellm.games.craftax.game import Caption, CraftaxEnv
+from ellm.games.craftax.reward import goal_reward
 
 
 @dataclass(frozen=True)

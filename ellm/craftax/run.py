@@ -18,16 +18,21 @@ import numpy as np
 from omegaconf import DictConfig
 
 from ellm.config import redacted
-from ellm.craftax import goals as G
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
 from ellm.craftax.options import CraftaxSpec, parse_spec
-from ellm.craftax.reward import reward_table
 from ellm.craftax.snapshot import SNAPSHOT, load_snapshot, save_snapshot
 from ellm.entry import write_record
+from ellm.games.craftax import goals as G
+from ellm.games.craftax.game import (
+    ACHIEVEMENTS,
+    StatsWriter,
+    crafter_score,
+    describe,
+    make,
+    success_rates,
+)
+from ellm.games.craftax.reward import reward_table
 from ellm.logger import Logger
-from text_craftax import describe, make
-from text_craftax.env import ACHIEVEMENTS
-from text_crafter import StatsWriter, crafter_score, success_rates
 
 log = logging.getLogger("ellm")
 NOT_WAKE_UP = [i for i, name in enumerate(ACHIEVEMENTS) if name != "wake_up"]

@@ -13,6 +13,7 @@ import gymnasium as gym
 from omegaconf import DictConfig
 
 from ellm.errors import ConfigError
+from ellm.games.craftax import CraftaxGame
 from ellm.games.crafter import CrafterGame
 from ellm.games.housekeep import HousekeepGame
 from ellm.games.report import GameReport
@@ -89,6 +90,8 @@ class EpisodeCounted(Protocol):
 
 
 GAMES: tuple[Game, ...] = (CrafterGame(), HousekeepGame())
+# Games of the Craftax engine: the report reads their runs; the torch loop never builds them.
+ENGINE_GAMES: tuple[CraftaxGame, ...] = (CraftaxGame(),)
 
 
 def env_names() -> list[str]:
@@ -97,7 +100,7 @@ def env_names() -> list[str]:
 
 def game_named(name: Any) -> Game | None:
     """The game recorded as ``game`` in a run's config.json, or None for an unknown name."""
-    return next((game for game in GAMES if game.name == name), None)
+    return next((game for game in (*GAMES, *ENGINE_GAMES) if game.name == name), None)
 
 
 def find_game(env_name: Any) -> Game:

@@ -295,6 +295,10 @@ def find_run_dirs(path: str | Path) -> list[Path]:
     if not path.is_dir():
         raise NotARunDir(f"{str(path)!r} is a file, not a run directory (expected a directory "
                          f"holding {', '.join(RUN_MARKERS[:3])}, ...)")
+    # A Craftax run trains several seeds at once and keeps each one's records in seed<k>/.
+    seeds = sorted(p for p in path.glob("seed*") if p.is_dir() and (p / "config.json").is_file())
+    if seeds:
+        return seeds
     if is_run_dir(path):
         return [path]
     found: list[Path] = []

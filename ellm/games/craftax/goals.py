@@ -14,10 +14,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ellm.games.craftax.game import (
+    GOOD_ACTIONS,
+    HARDER_ACTIONS,
+    ITEMS,
+    NAMES,
+    SYNONYMS,
+    Caption,
+)
 from ellm.lm.base import normalise_goal
 from ellm.lm.oracle import ORACLE_RULES, PAPER_PREREQS
-from text_craftax import ITEMS, NAMES, Caption
-from text_crafter.actions import GOOD_ACTIONS, HARDER_ACTIONS, SYNONYMS
 
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
 # The goals an LM answer may name: Text-Crafter's goal vocabulary (harder action space).

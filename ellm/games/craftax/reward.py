@@ -8,10 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ellm.craftax.goals import GOALS
+from ellm.games.craftax.game import PHRASES, SYNONYMS
+from ellm.games.craftax.goals import GOALS
 from ellm.reward import GoalReward
-from text_craftax import PHRASES
-from text_crafter.actions import SYNONYMS
 
 
 def reward_table(embedder, threshold: float) -> np.ndarray:
