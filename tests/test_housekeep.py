@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from text_housekeep import convert
 from text_housekeep.backend import BackendError
 from text_housekeep.bridge import ProcessBackend, habitat_backend
 from text_housekeep.data import (
+    MAX_SCENE_BYTES,
     Episode,
     HouseObject,
     Receptacle,
@@ -123,6 +125,61 @@ def test_ep_num_follows_the_seed_100_shuffle():
 def test_bad_episode_choice_names_the_key(task, ep_num, message):
     with pytest.raises(th.HousekeepDataError, match=message):
         load_episode(task, ep_num)
+
+
+# ---------------------------------------------------------------------------- crafted files
+def crafted_scene(directory: Path, case: str) -> Path:
+    """A file in ``directory`` named as scene ``crafted`` that is no sound scene."""
+    path = directory / "crafted.json.gz"
+    if case == "bomb":  # 65 MiB of spaces in a 64 KiB gzip
+        with gzip.open(path, "wb", compresslevel=1) as f:
+            for _ in range(MAX_SCENE_BYTES // 2**20 + 1):
+                f.write(b" " * 2**20)
+        return path
+    shipped = json.loads(gzip.decompress(scene_files()["pomaria_2_int"].read_bytes()))
+    if case == "row":
+        shipped["episodes"] = [[1, 2]] * len(shipped["episodes"])
+    data = {"list": [shipped], "deep": None, "fields": {**shipped, "episodes": "x"},
+            "row": shipped}[case]
+    text = "[" * 100_000 + "]" * 100_000 if case == "deep" else json.dumps(data)
+    path.write_bytes(gzip.compress(text.encode()))
+    return path
+
+
+@pytest.mark.parametrize(("case", "why"), [
+    ("list", "is not a converted Housekeep scene (format 'a JSON list'"),
+    ("deep", "its JSON nests too deep"),
+    ("bomb", f"it unpacks to over {MAX_SCENE_BYTES:,} bytes"),
+    ("fields", "is a malformed Housekeep scene: episodes is not a JSON list"),
+    ("row", "is a malformed Housekeep scene: episode row"),
+])
+def test_a_crafted_scene_file_is_refused_naming_it_and_its_cli_exits_2(tmp_path, case, why):
+    path = crafted_scene(tmp_path, case)
+    with pytest.raises(th.HousekeepDataError) as refused:
+        load_episode("crafted", 0, tmp_path)
+    assert str(path) in str(refused.value) and why in str(refused.value)
+    proc = subprocess.run([sys.executable, "-m", "text_housekeep.bridge", "--task", "crafted",
+                           "--data", str(tmp_path)], capture_output=True, text=True,
+                          check=False, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [f"error: {refused.value}"]
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("[1, 2]", "is not a Housekeep episode file: expected a JSON object with a list"),
+    ("[" * 100_000 + "]" * 100_000, "its JSON nests too deep"),
+    ('{"episodes": [1]}', "episode 1 lacks a field or is malformed"),
+])
+def test_a_crafted_episode_file_stops_the_converter_with_one_line(tmp_path, text, why):
+    episodes = tmp_path / "train" / "Pomaria_2_int.json.gz"
+    episodes.parent.mkdir()
+    episodes.write_bytes(gzip.compress(text.encode()))
+    proc = subprocess.run([sys.executable, "-m", "text_housekeep.convert", str(episodes),
+                           "--annotations", str(FIXTURE / "annotations"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, check=False,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: ") and str(episodes) in line and why in line
 
 
 # ---------------------------------------------------------------------------- scripted episode

@@ -218,6 +218,28 @@ def test_import_refuses_foreign_objects_and_bad_files(tmp_path, capsys):
     assert "expected a dict" in capsys.readouterr().err
 
 
+def test_import_of_a_tiny_pickle_that_is_huge_to_hash_exits_2_at_once(tmp_path, capsys):
+    from test_no_pickle import SHARED_TUPLE_KEY
+
+    pkl = tmp_path / "lm_cache.pkl"
+    pkl.write_bytes(SHARED_TUPLE_KEY)
+    assert len(SHARED_TUPLE_KEY) < 160
+    proc = subprocess.run([sys.executable, "-m", "ellm.lm.import_cache", str(pkl),
+                           "--cache-dir", str(tmp_path / "cache")], capture_output=True,
+                          text=True, check=False, env=ENV, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [(
+        f"error: cannot read the original ELLM cache {pkl}: reading it visits over 50,000,000 "
+        "items: its shared references make it far larger than its size")]
+    # Entries no key can be made of are skipped, not a crash.
+    odd = tmp_path / "odd.pkl"
+    odd.write_bytes(pickle.dumps({("m", "p", 5, 10 ** 400, None): "x",
+                                  ("m", b"bytes", 5, 0.1, None): "y",
+                                  ("m", "p", 5, 0.1, None): "- chop tree"}))
+    assert import_main([str(odd), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "imported 1 new entries (0 already present, 2 skipped)" in capsys.readouterr().out
+
+
 def test_cached_answer_rejects_unknown_status():
     with pytest.raises(ValueError, match="status"):
         CachedAnswer("weird", "")

@@ -123,12 +123,38 @@ def test_every_opcode_that_calls_or_is_malformed_is_refused(payload):
 
 
 def test_a_pickle_that_reuses_one_list_stays_small():
-    # Each level references the level below 10 times: 10^30 leaves if copied out.
     inner: list = [0]
-    for _ in range(30):
+    for _ in range(3):
         inner = [inner] * 10
     out = loads(pickle.dumps(inner, protocol=4))
-    assert out[0] is out[1]
+    assert out[0] is out[1]  # shared, not copied out
+
+
+# A 152-byte pickle: a dict whose one key is a tuple of a tuple of ... (70 levels), each level
+# the level below twice (DUP, TUPLE2): 2^70 nodes to hash.
+SHARED_TUPLE_KEY = b"\x80\x02})" + b"2\x86" * 70 + b"X\x01\x00\x00\x00as."
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("hashed", "reading it visits over 50,000,000 items"),
+    ("walked", "it holds over 10,000,000 items once its shared references are counted"),
+    ("deep", "it nests deeper than 100 levels"),
+])
+def test_data_that_shared_references_make_huge_or_deep_is_refused_at_once(case, message):
+    if case == "hashed":
+        payload = SHARED_TUPLE_KEY
+    elif case == "walked":  # each level references the level below 10 times: 10^30 leaves
+        inner: list = [0]
+        for _ in range(30):
+            inner = [inner] * 10
+        payload = pickle.dumps(inner, protocol=4)
+    else:
+        deep: list = []
+        for _ in range(150):
+            deep = [deep]
+        payload = pickle.dumps(deep, protocol=4)
+    with pytest.raises(PickleDataError, match=message):
+        loads(payload)
 
 
 def test_housekeep_annotations_load_without_pickle(tmp_path):

@@ -7,6 +7,12 @@ the file's author chose, so :func:`loads` never calls :mod:`pickle`: it walks th
 dicts, sets) and NumPy arrays of plain dtypes. Any other global, and any opcode that would call
 code outside that (``REDUCE`` of anything but NumPy's array and dtype reconstructors, ``INST``,
 ``OBJ``, ``NEWOBJ``, persistent ids, extensions), stops the read with :class:`PickleDataError`.
+
+A pickle of a few hundred bytes can reference one object many times over, level after level:
+data small in memory but exponentially large to hash, compare or walk. So a read refuses data
+past :data:`MAX_NODES` nodes with every reference counted where it is reached, nested past
+:data:`MAX_DEPTH`, or whose reading (hashing keys, rebuilding arrays) visits more nodes than a
+few times that.
 """
 
 from __future__ import annotations
@@ -14,10 +20,15 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
+# Far above what these files hold (the original ELLM cache: ~7 nodes an answer; Housekeep's
+# rankings: tens of thousands), far below what hangs a reader.
+MAX_NODES: Final = 10_000_000
+MAX_DEPTH: Final = 100
+_MAX_VISITS: Final = 5 * MAX_NODES
 _MARK = object()
 _RECONSTRUCT = ("_reconstruct",)  # numpy.core.multiarray._reconstruct, numpy 1 and 2
 _NDARRAY = ("ndarray",)
@@ -44,11 +55,25 @@ class PickleDataError(ValueError):
     """The pickle holds something other than plain data, or is malformed."""
 
 
+class _Budget:
+    """The nodes one read may still visit."""
+
+    def __init__(self) -> None:
+        self.left = _MAX_VISITS
+
+    def spend(self, nodes: int) -> None:
+        self.left -= nodes
+        if self.left < 0:
+            raise PickleDataError(f"reading it visits over {_MAX_VISITS:,} items: its shared "
+                                  "references make it far larger than its size")
+
+
 class _Array:
     """An array being rebuilt: ``_reconstruct(ndarray, shape, typecode)`` then its state."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: _Budget) -> None:
         self.value: np.ndarray | None = None
+        self.budget = budget
 
     def build(self, state: Any) -> None:
         if not (isinstance(state, tuple) and len(state) == 5):
@@ -63,7 +88,7 @@ class _Array:
             if not isinstance(data, list) or len(data) != count:
                 raise PickleDataError("an object array's items do not match its shape")
             flat = np.empty(count, dtype=object)
-            flat[:] = [_resolve(item) for item in data]
+            flat[:] = [_resolve(item, self.budget) for item in data]
             self.value = flat.reshape(shape, order=order)
             return
         if not isinstance(data, bytes | bytearray) or len(data) != count * dtype.itemsize:
@@ -89,12 +114,13 @@ def _dtype_state(dtype: np.dtype, state: Any) -> np.dtype:
     return dtype if state[1] in ("|", "=") else dtype.newbyteorder(state[1])
 
 
-def _resolve(value: Any, done: dict[int, Any] | None = None) -> Any:
+def _resolve(value: Any, budget: _Budget, done: dict[int, Any] | None = None) -> Any:
     """Arrays finished, inside containers too (a memo may hand out an array before its state).
     Each object is resolved once (``done``, by id): a pickle that reuses one list many times
     over stays the size it was, instead of growing by copies."""
     done = {} if done is None else done
     key = id(value)
+    budget.spend(1)
     if key in done:
         return done[key]
     if isinstance(value, _Array):
@@ -102,17 +128,62 @@ def _resolve(value: Any, done: dict[int, Any] | None = None) -> Any:
             raise PickleDataError("an array was never given its data")
         out: Any = value.value
     elif isinstance(value, list):
-        out = [_resolve(v, done) for v in value]
+        out = [_resolve(v, budget, done) for v in value]
     elif isinstance(value, tuple):
-        out = tuple(_resolve(v, done) for v in value)
+        out = tuple(_resolve(v, budget, done) for v in value)
     elif isinstance(value, dict):
-        out = {_resolve(k, done): _resolve(v, done) for k, v in value.items()}
+        out = {_resolve(k, budget, done): _resolve(v, budget, done) for k, v in value.items()}
     elif isinstance(value, set | frozenset):
-        out = type(value)(_resolve(v, done) for v in value)
+        out = type(value)(_resolve(v, budget, done) for v in value)
     else:
         return value
     done[key] = out
     return out
+
+
+def _check_size(root: Any, budget: _Budget) -> None:
+    """Refuse ``root`` past MAX_NODES nodes with every shared reference counted where it is
+    reached (what ``==``, ``json.dumps`` or a walk visits) or nested past MAX_DEPTH; each
+    container is walked once."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (nodes, height) of a container walked
+    entered: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        value, leaving = stack.pop()
+        children = _children(value)
+        budget.spend(1)
+        if children is None or (not leaving and id(value) in sizes):
+            continue
+        if not leaving:
+            if id(value) in entered:
+                raise PickleDataError("a container holds itself")
+            entered.add(id(value))
+            stack.append((value, True))
+            stack.extend((child, False) for child in children)
+            continue
+        nodes, height = 1, 1
+        for child in children:
+            below = sizes.get(id(child), (1, 0))
+            nodes, height = nodes + below[0], max(height, below[1] + 1)
+        if nodes > MAX_NODES:
+            raise PickleDataError(f"it holds over {MAX_NODES:,} items once its shared "
+                                  "references are counted where they are used")
+        if height > MAX_DEPTH:
+            raise PickleDataError(f"it nests deeper than {MAX_DEPTH} levels")
+        sizes[id(value)] = (nodes, height)
+
+
+def _children(value: Any) -> list[Any] | None:
+    """The items of a container (a dict's keys and values), or None for anything else."""
+    if isinstance(value, _Array):
+        value = value.value
+    if isinstance(value, dict):
+        return [part for item in value.items() for part in item]
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return list(value.flat)
+    return None
 
 
 class _Machine:
@@ -121,6 +192,10 @@ class _Machine:
     def __init__(self) -> None:
         self.stack: list[Any] = []
         self.memo: dict[int, Any] = {}
+        self.budget = _Budget()
+        # The nodes of each tuple and frozenset made, which hashing it visits (kept with it, so
+        # that its id is not reused).
+        self.nodes: dict[int, tuple[Any, int]] = {}
         self.ops: dict[str, Callable[[Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")}
 
@@ -135,7 +210,8 @@ class _Machine:
                 if opcode.name == "STOP":
                     if len(self.stack) != 1:
                         raise PickleDataError("the pickle ends with a malformed stack")
-                    return _resolve(self.stack.pop())
+                    _check_size(self.stack[-1], self.budget)  # then resolving cannot recurse deep
+                    return _resolve(self.stack.pop(), self.budget)
                 handler(arg)
         except PickleDataError:
             raise
@@ -181,16 +257,31 @@ class _Machine:
 
     # containers
     def op_EMPTY_TUPLE(self, _arg: Any) -> None: self.push(())
-    def op_TUPLE(self, _arg: Any) -> None: self.push(tuple(self.pop_mark()))
+    def op_TUPLE(self, _arg: Any) -> None: self.push(self.made(tuple(self.pop_mark())))
 
     def op_TUPLE1(self, _arg: Any) -> None:
-        self.stack[-1:] = [tuple(self.stack[-1:])]
+        self.stack[-1:] = [self.made(tuple(self.stack[-1:]))]
 
     def op_TUPLE2(self, _arg: Any) -> None:
-        self.stack[-2:] = [tuple(self.stack[-2:])]
+        self.stack[-2:] = [self.made(tuple(self.stack[-2:]))]
 
     def op_TUPLE3(self, _arg: Any) -> None:
-        self.stack[-3:] = [tuple(self.stack[-3:])]
+        self.stack[-3:] = [self.made(tuple(self.stack[-3:]))]
+
+    def made(self, value: tuple[Any, ...] | frozenset[Any]) -> Any:
+        """``value``, its nodes noted: one, plus those of its tuples and frozensets."""
+        self.budget.spend(len(value))
+        self.nodes[id(value)] = (value, 1 + sum(self.node_count(v) for v in value))
+        return value
+
+    def node_count(self, value: Any) -> int:
+        known = self.nodes.get(id(value))
+        return known[1] if known is not None and known[0] is value else 1
+
+    def hashable(self, key: Any) -> Any:
+        """``key``, once hashing it fits the budget (hashing a tuple walks all it reaches)."""
+        self.budget.spend(self.node_count(key))
+        return _hashable(key)
 
     def op_EMPTY_LIST(self, _arg: Any) -> None: self.push([])
     def op_LIST(self, _arg: Any) -> None: self.push(self.pop_mark())
@@ -207,17 +298,17 @@ class _Machine:
 
     def op_DICT(self, _arg: Any) -> None:
         items = self.pop_mark()
-        self.push(dict(zip(items[::2], items[1::2], strict=True)))
+        self.push(dict(zip(map(self.hashable, items[::2]), items[1::2], strict=True)))
 
     def op_SETITEM(self, _arg: Any) -> None:
         value, key = self.stack.pop(), self.stack.pop()
-        self.dict_at(-1)[_hashable(key)] = value
+        self.dict_at(-1)[self.hashable(key)] = value
 
     def op_SETITEMS(self, _arg: Any) -> None:
         items = self.pop_mark()
         target = self.dict_at(-1)
         for key, value in zip(items[::2], items[1::2], strict=True):
-            target[_hashable(key)] = value
+            target[self.hashable(key)] = value
 
     def op_EMPTY_SET(self, _arg: Any) -> None: self.push(set())
 
@@ -226,10 +317,10 @@ class _Machine:
         target = self.stack[-1]
         if not isinstance(target, set):
             raise PickleDataError("ADDITEMS on something other than a set")
-        target.update(_hashable(v) for v in items)
+        target.update(self.hashable(v) for v in items)
 
     def op_FROZENSET(self, _arg: Any) -> None:
-        self.push(frozenset(_hashable(v) for v in self.pop_mark()))
+        self.push(self.made(frozenset(self.hashable(v) for v in self.pop_mark())))
 
     def list_at(self, index: int) -> list[Any]:
         target = self.stack[index]
@@ -277,17 +368,17 @@ class _Machine:
         if not isinstance(args, tuple):
             raise PickleDataError("a call's arguments are not a tuple")
         if func is _RECONSTRUCT and args and args[0] is _NDARRAY:
-            self.push(_Array())
+            self.push(_Array(self.budget))
         elif func is _DTYPE:
             self.push(_dtype(args))
         elif func is _FROMBUFFER and len(args) == 4:
             buffer, dtype, shape, order = args
-            array = _Array()
+            array = _Array(self.budget)
             array.build((1, shape, dtype, order == "F", buffer))
             self.push(array)
         elif func in (_SET, _FROZENSET) and len(args) <= 1:
-            items = [_hashable(v) for v in (args[0] if args else [])]
-            self.push(set(items) if func is _SET else frozenset(items))
+            items = [self.hashable(v) for v in (args[0] if args else [])]
+            self.push(set(items) if func is _SET else self.made(frozenset(items)))
         elif (func is _ENCODE and len(args) == 2 and isinstance(args[0], str)
               and args[1] == "latin1"):
             self.push(args[0].encode("latin1"))  # how protocols 0-2 spell bytes

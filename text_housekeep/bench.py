@@ -9,11 +9,12 @@ Prints env steps/s (text layer + backend + picture) and, separately, the backend
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
 
-from text_housekeep import DEFAULT_TASK, load_episode, make
+from text_housekeep import DEFAULT_TASK, HousekeepDataError, load_episode, make
 from text_housekeep.symbolic import ACTION_MODES, SymbolicBackend
 
 
@@ -27,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    env = make(args.task, args.ep_num, action_mode=args.action_mode, length=args.length)
+    try:
+        env = make(args.task, args.ep_num, action_mode=args.action_mode, length=args.length)
+        episode = load_episode(args.task, args.ep_num)
+    except HousekeepDataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     actions = np.random.default_rng(args.seed).integers(0, env.action_space.n, size=args.steps)
     env.reset()
     start = time.perf_counter()
@@ -37,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             env.reset()
     env_rate = args.steps / (time.perf_counter() - start)
 
-    backend = SymbolicBackend(load_episode(args.task, args.ep_num), args.action_mode)
+    backend = SymbolicBackend(episode, args.action_mode)
     start = time.perf_counter()
     for i, action in enumerate(actions):
         if i % args.length == 0:

@@ -254,7 +254,7 @@ def hello_keys(episode: Episode) -> dict[str, list[str]]:
 
 # ---------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
-    from text_housekeep.data import load_episode
+    from text_housekeep.data import HousekeepDataError, load_episode
     from text_housekeep.symbolic import SymbolicBackend
 
     parser = argparse.ArgumentParser(
@@ -266,7 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--action-mode", default="lowlevel", choices=("lowlevel", "highlevel"))
     args = parser.parse_args(argv)
     out = protocol_stream()
-    episode = load_episode(args.task, args.ep_num, args.data)
+    try:
+        episode = load_episode(args.task, args.ep_num, args.data)
+    except HousekeepDataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     backend = SymbolicBackend(episode, args.action_mode)
     keys = hello_keys(episode)
     serve(backend, hello("symbolic", backend.action_names, keys["objects"], keys["receptacles"]),

@@ -40,11 +40,14 @@ from text_housekeep.data import (
     HousekeepDataError,
     episode_from_row,
     parse_receptacle_key,
+    read_json_gz,
     room_type,
 )
 
 EPISODE_FIELDS = ("id", "layout", "start_position", "yaw", "misplaced", "oracle_steps",
                   "categories", "suffixes", "start", "positions", "sizes")
+# Housekeep's episode file of a scene (1000 episodes) unpacks to about 18 MB.
+MAX_EPISODE_FILE_BYTES = 256 * 2**20
 SOURCE = ("Housekeep (Kant et al., 2022, 'Housekeep: Tidying Virtual Households using Commonsense "
           "Reasoning', ECCV 2022), cos_eor_v11_pruned episodes and AMT human-preference "
           "annotations; MIT licence (LICENSE.txt)")
@@ -91,11 +94,12 @@ def _episode_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def _read_episodes(path: Path) -> list[dict[str, Any]]:
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return json.load(f)["episodes"]
-    except (OSError, ValueError, KeyError) as err:
-        raise HousekeepDataError(f"cannot read Housekeep episodes {path}: {err}") from None
+    data = read_json_gz(path, MAX_EPISODE_FILE_BYTES, "Housekeep episode file")
+    episodes = data.get("episodes") if isinstance(data, dict) else None
+    if not isinstance(episodes, list):
+        raise HousekeepDataError(f"{path} is not a Housekeep episode file: expected a JSON "
+                                 "object with a list of episodes")
+    return episodes
 
 
 class _SceneBuilder:
@@ -200,9 +204,10 @@ def convert_file(path: Path, annotations: dict[str, Any], split: str | None = No
     for ep in episodes:
         try:
             builder.add(ep)
-        except (KeyError, IndexError, TypeError) as err:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            name = ep.get("episode_id") if isinstance(ep, dict) else repr(ep)[:40]
             raise HousekeepDataError(
-                f"{path}: episode {ep.get('episode_id')} lacks a field or is malformed: "
+                f"{path}: episode {name} lacks a field or is malformed: "
                 f"{type(err).__name__}: {err}") from None
     data = builder.build(annotations)
     verify(data, episodes)

@@ -20,6 +20,7 @@ import gzip
 import json
 import random
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,13 @@ SHUFFLE_SEED = 100
 PACKAGE_DATA = Path(__file__).resolve().parent / "scenes"
 SUFFIX = ".json.gz"
 CM = 100.0  # stored units per metre
-
+# A converted scene unpacks to about 0.3 MB: past this a file is no scene (a small gzip can
+# unpack to gigabytes).
+MAX_SCENE_BYTES = 64 * 2**20
+# The top-level keys of a scene and the JSON type each must have.
+_SCENE_KEYS = {"format": str, "scene": str, "split": str, "episode_fields": list,
+               "episodes": list, "receptacles": dict, "categories": list, "layouts": list,
+               "correct": list, "annotations": dict}
 
 
 class HousekeepDataError(ValueError):
@@ -134,19 +141,39 @@ def scene_files(data_dir: Path | None = None) -> dict[str, Path]:
     return {scene_task(p.name[: -len(SUFFIX)]): p for p in sorted(directory.glob("*" + SUFFIX))}
 
 
-def read_scene(path: Path) -> dict[str, Any]:
-    """The raw content of one converted scene file."""
+def read_json_gz(path: Path, limit: int, what: str) -> Any:
+    """The JSON in gzip file ``path``, unpacking at most ``limit`` bytes; HousekeepDataError
+    naming ``what`` and the file for anything else."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
+        with gzip.open(path, "rb") as f:
+            raw = f.read(limit + 1)
     except FileNotFoundError:
-        raise HousekeepDataError(f"Housekeep scene file {path} is missing") from None
-    except (OSError, ValueError) as err:
-        raise HousekeepDataError(f"cannot read Housekeep scene file {path}: {err}") from None
-    if data.get("format") != FORMAT:
+        raise HousekeepDataError(f"{what} {path} is missing") from None
+    except (OSError, EOFError, zlib.error) as err:
+        raise HousekeepDataError(f"cannot read {what} {path}: {err}") from None
+    if len(raw) > limit:
+        raise HousekeepDataError(f"cannot read {what} {path}: it unpacks to over {limit:,} "
+                                 "bytes")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise HousekeepDataError(f"cannot read {what} {path}: its JSON nests too deep") from None
+    except ValueError as err:
+        raise HousekeepDataError(f"cannot read {what} {path}: {err}") from None
+
+
+def read_scene(path: Path) -> dict[str, Any]:
+    """The raw content of one converted scene file, its top-level keys checked."""
+    data = read_json_gz(path, MAX_SCENE_BYTES, "Housekeep scene file")
+    found = data.get("format") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+    if found != FORMAT:
         raise HousekeepDataError(
-            f"{path} is not a converted Housekeep scene (format {data.get('format')!r}, "
-            f"expected {FORMAT!r}); convert it with `python -m text_housekeep.convert`")
+            f"{path} is not a converted Housekeep scene (format {found!r}, expected "
+            f"{FORMAT!r}); convert it with `python -m text_housekeep.convert`")
+    for key, kind in _SCENE_KEYS.items():
+        if not isinstance(data.get(key), kind):
+            raise HousekeepDataError(f"{path} is a malformed Housekeep scene: {key} is not a "
+                                     f"JSON {'object' if kind is dict else kind.__name__}")
     return data
 
 
@@ -183,13 +210,23 @@ def load_episode(task: str, ep_num: int, data_dir: Path | None = None) -> Episod
         raise HousekeepDataError(
             f"env_spec.housekeep_ep_num={ep_num!r} is out of range: scene {data['scene']} has "
             f"{count} episodes (0..{count - 1})")
-    return episode_from_row(data, shuffled_order(count)[ep_num])
+    return _decoded(path, data, shuffled_order(count)[ep_num])
 
 
 def load_all(path: Path) -> list[Episode]:
     """Every episode of a converted scene file, in file order."""
     data = read_scene(path)
-    return [episode_from_row(data, i) for i in range(len(data["episodes"]))]
+    return [_decoded(path, data, i) for i in range(len(data["episodes"]))]
+
+
+def _decoded(path: Path, data: dict[str, Any], row: int) -> Episode:
+    """:func:`episode_from_row`; a field of the wrong shape is an error naming the file."""
+    try:
+        return episode_from_row(data, row)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError,
+            RecursionError) as err:
+        raise HousekeepDataError(f"{path} is a malformed Housekeep scene: episode row {row}: "
+                                 f"{type(err).__name__}: {err}") from None
 
 
 def _vec(values: list[int]) -> tuple[float, float, float]:

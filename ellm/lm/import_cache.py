@@ -37,14 +37,15 @@ def convert(data: dict[Any, Any], source: str
             skipped += 1
             continue
         engine, prompt, max_tokens, temperature, stop = key
-        try:
+        try:  # OverflowError: an int past float's range; ValueError: one too long to print
             params = sampling_params(max_tokens=max_tokens, temperature=temperature, stop=stop)
-        except (TypeError, ValueError):
+            cache_key = make_key("completions", str(engine), prompt, params,
+                                 scope=OPENAI_API_URL)
+        except (TypeError, ValueError, OverflowError):
             skipped += 1
             continue
         status = "ok" if text.strip() else "malformed"
         answer = CachedAnswer(status, text, source=source)
-        cache_key = make_key("completions", str(engine), prompt, params, scope=OPENAI_API_URL)
         rows.append((cache_key, "completions", str(engine), prompt, params, answer,
                      OPENAI_API_URL))
     return rows, skipped
