@@ -87,7 +87,7 @@ class Engine:
         goal = jnp.zeros((1, goal_dim)) if self.conditioned else None
         params = self.net.init(k_net, obs[:1], goal)
         bonus = self.bonus.init(k_bonus) if self.bonus else ()
-        cov = Bonus.new_inverse_cov(n) if self.cfg.bonus == "e3b" else jnp.zeros((n, 0, 0))
+        cov = Bonus.new_inverse_cov(n) if self.cfg.bonus == "e3b" else jnp.zeros((n, 1, 1))
         zeros = jnp.zeros(n, jnp.float32)
         return SeedState(params, self.tx.init(params), bonus, env_state, obs, cap,
                          jnp.zeros((n, g), bool), jnp.zeros((n, g), bool),
@@ -247,7 +247,7 @@ class Engine:
                 env_state=env_state, obs=obs, cap=cap, achieved=jnp.zeros((n, g), bool),
                 last_goals=jnp.zeros((n, g), bool),
                 visited=jnp.zeros((n, *self.map_shape), bool),
-                cov_inv=jnp.zeros((n, 0, 0)), ep_goal=jnp.zeros(n), ep_bonus=jnp.zeros(n),
+                cov_inv=jnp.zeros((n, 1, 1)), ep_goal=jnp.zeros(n), ep_bonus=jnp.zeros(n),
                 ep_extrinsic=jnp.zeros(n), key=key)
 
             def step(carry, _):

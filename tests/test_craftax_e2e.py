@@ -1,0 +1,111 @@
+"""`python train.py env_spec.name=Craftax-Classic-v1 ...`: the Craftax engine's front door, its
+records, resume, the LLM's goal table against a local OpenAI-compatible server, and the seeds
+sharded over two (forced) CPU devices; each run is tiny, and compiles its loop once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import csv_rows, run_train
+from openai_test_server import Reply
+
+from ellm_tools.report.runs import load_runs, method_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+TINY = ["env_spec.name=Craftax-Classic-v1", "craftax.num_envs=8", "craftax.num_steps=8",
+        "craftax.hidden=32", "craftax.updates_per_chunk=2", "craftax.minibatches=2",
+        "craftax.reset_worlds=2", "num_train_frames=256", "eval_every_frames=128",
+        "num_eval_episodes=2", "env_spec.length=30", "progress_every_s=0"]
+
+
+def _run_dir(cwd: Path, name: str) -> Path:
+    (found,) = sorted(cwd.glob(f"exp_local/*/{name}_*"))
+    return found
+
+
+def test_two_seeds_train_write_their_records_resume_and_report(tmp_path):
+    proc = run_train(tmp_path, *TINY, "method=ellm", "seeds=2", "exp_name=CX", "use_tb=True")
+    run = _run_dir(tmp_path, "CX")
+    assert "Craftax run done: ellm on Craftax-Classic-v1, 2 seed(s) x 256 frames" in proc.stdout
+    for seed in (1, 2):
+        seed_dir = run / f"seed{seed}"
+        config = json.loads((seed_dir / "config.json").read_text())
+        assert config["seed"] == seed and config["method"] == "ellm"
+        assert config["engine"] == "craftax" and config["goal_source"] == "oracle"
+        assert config["code_commit"]  # a checkout: the commit the run ran
+        evals = csv_rows(seed_dir / "eval.csv")
+        assert [int(r["frame"]) for r in evals] == [0, 128, 256]
+        for key in ("episode_reward", "achievements_without_wake_up", "score", "coverage"):
+            assert key in evals[-1]
+        assert float(evals[-1]["coverage"]) > 0
+        rates = csv_rows(seed_dir / "achievements.csv")[-1]
+        assert "collect_wood" in rates and "wake_up" in rates
+        episodes = [json.loads(line) for line in
+                    (seed_dir / "eval" / "stats.jsonl").read_text().splitlines()]
+        assert len(episodes) == 6 and all(e["length"] <= 30 for e in episodes)
+        assert [int(r["frame"]) for r in csv_rows(seed_dir / "train.csv")] == [128, 256]
+        assert list((seed_dir / "tb").glob("events*"))
+    assert (run / "snapshot.npz").exists()
+
+    # Resume: the run continues as itself to the longer budget, no frame written twice.
+    run_train(tmp_path, *TINY[:-4], "num_train_frames=384", "eval_every_frames=128",
+              "num_eval_episodes=2", "env_spec.length=30", "method=ellm", "seeds=2",
+              "exp_name=CX", f"snapshot_path={run}")
+    for seed in (1, 2):
+        frames = [int(r["frame"]) for r in csv_rows(run / f"seed{seed}" / "train.csv")]
+        assert frames == [128, 256, 384]
+        assert [int(r["frame"]) for r in csv_rows(run / f"seed{seed}" / "eval.csv")] == [
+            0, 128, 256, 384]
+
+    # The report reads the run as its two seeds, labelled as Craftax runs.
+    runs = load_runs([run])
+    assert sorted(r.path.name for r in runs) == ["seed1", "seed2"]
+    assert {method_name(r.config) for r in runs} == {"Craftax: ELLM-oracle"}
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (["env_spec.name=Craftax-Classic-v1", "batch_size=32"], "batch_size"),
+    (["env_spec.name=Craftax-Classic-v1", "agent=rnd"], "agent"),
+    (["env_spec.name=Craftax-Classic-v1", "method=apt"], "method=apt"),
+    (["craftax.num_envs=8"], "craftax.num_envs"),
+    (["method=e3b"], "method=e3b"),
+    (["env_spec.name=Craftax-Classic-v1", "craftax.minibatches=3"], "craftax.minibatches"),
+])
+def test_a_key_of_the_other_engine_stops_the_run_before_anything_is_written(tmp_path, overrides,
+                                                                            named):
+    proc = run_train(tmp_path, *overrides, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert named in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp_local").exists()
+
+
+def test_an_llm_fills_the_goal_table_between_chunks_without_stalling_the_loop(tmp_path,
+                                                                             server):
+    server.models = ["goal-model"]
+    server.responder = lambda body: Reply.bullets("chop tree", "drink water")
+    run_train(tmp_path, *TINY, "method=ellm", "exp_name=LLM",
+              "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=goal-model",
+              f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.blocking=false",
+              "env_spec.lm_spec.max_in_flight=2")
+    run = _run_dir(tmp_path, "LLM")
+    lm = csv_rows(run / "seed1" / "lm.csv")[-1]
+    assert float(lm["api_calls"]) > 0 and len(server.requests) == float(lm["api_calls"])
+    assert float(lm["table_entries"]) > 0
+    # Every state before the first answer ran on fallback goals, and the records say how many.
+    assert 0 < float(lm["fallback_share"]) <= 1
+    config = json.loads((run / "seed1" / "config.json").read_text())
+    assert config["goal_source"] == "llm"
+
+
+def test_seeds_shard_over_two_devices(tmp_path):
+    proc = run_train(tmp_path, *TINY, "method=rnd", "seeds=2", "exp_name=SHARD",
+                     extra_env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert "2 seeds sharded over 2 devices" in proc.stdout + proc.stderr
+    run = _run_dir(tmp_path, "SHARD")
+    for seed in (1, 2):
+        assert [int(r["frame"]) for r in csv_rows(run / f"seed{seed}" / "train.csv")] == [
+            128, 256]
+        assert "bonus_loss" in csv_rows(run / f"seed{seed}" / "train.csv")[-1]
