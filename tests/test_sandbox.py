@@ -88,8 +88,8 @@ def tree(pid: int) -> set[int]:
 
 
 def worker(box: Sandbox) -> tuple[set[int], set[int]]:
-    """The worker's own processes (bwrap's and the supervisor) and the children that wait
-    for a request or run one (those without children)."""
+    """The worker's own processes (bwrap's, the worker and the candidate's supervisor) and the
+    children that wait for a request or run one (those without children)."""
     found, children = tree(box._proc.pid), processes()
     leaves = {p for p in found if not set(children.get(p, [])) & found}
     return found - leaves, leaves
@@ -184,6 +184,60 @@ def test_calls_start_from_the_loaded_code_not_from_the_last_call(box):
     assert all(a != b for a, b in zip(first[:3], second[:3])) and first[3] == 5.0
 
 
+# Every string reachable from the frames up the code's stack (locals, objects' attributes but
+# modules' and classes', code objects' constants) and memory numpy hands out unwritten, searched
+# for a text put together at run time.
+SNOOP = """def snoop(parts):
+    needle = "".join(parts)
+    try:
+        1 / 0
+    except ZeroDivisionError as e:
+        frame = e.__traceback__.tb_frame
+    todo, seen, found = [], set(), False
+    while frame is not None:
+        todo += list(frame.f_locals.values())
+        frame = frame.f_back
+    while todo and len(seen) < 200000:
+        x = todo.pop()
+        if id(x) in seen or x is needle:
+            continue
+        seen.add(id(x))
+        if isinstance(x, (str, bytes, bytearray)):
+            found = found or needle in (x if isinstance(x, str) else x.decode("latin-1"))
+        elif isinstance(x, dict):
+            todo += list(x.keys()) + list(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo += list(x)
+        elif isinstance(x, type(snoop.__code__)):
+            todo += list(x.co_consts)
+        elif hasattr(x, "__dict__") and not isinstance(x, (type, type(random))):
+            todo += list(x.__dict__.values())
+    for size in (64, 512, 4096, 1 << 16, 1 << 20):
+        found = found or needle.encode() in np.empty(size, np.uint8).tobytes()
+    return found
+"""
+
+
+def test_each_candidate_runs_in_processes_that_never_held_another_candidates_code(box):
+    secret = f"candidate-one-{time.monotonic_ns()}"
+    parts = [secret[:9], secret[9:]]  # the later candidates never spell it out
+    first = SNOOP + f"def controller(obs):\n    return ['{secret}', snoop({parts!r})]\n"
+    assert box.load(first, "controller").ok
+    assert box.call(None).value == [secret, True]  # the search finds what a process holds
+    time.sleep(0.2)  # the call's child is gone
+    before, _ = worker(box)
+    later = SNOOP + (f"print(snoop({parts!r}))\n"  # at its load, then at each call
+                     f"def controller(obs):\n    return snoop({parts!r})\n")
+    loaded = box.load(later, "controller")
+    assert (loaded.ok, loaded.printed) == (True, "False\n")
+    assert box.call(None).value is False
+    time.sleep(0.2)
+    after, _ = worker(box)
+    # The first candidate's supervisor is gone; a new one, forked by the worker, serves this.
+    assert len(before - after) == 1 and len(after - before) == 1, (before, after)
+    assert box.restarts == 0
+
+
 def test_arguments_must_be_plain_data(box):
     assert box.load(policy("return obs"), "controller").ok
     assert box.call(object()).error.startswith("the input cannot be sent to the code")
@@ -222,7 +276,8 @@ def test_no_worker_outlives_a_killed_run(tmp_path, isolation):
     with subprocess.Popen([sys.executable, "-c", PARENT, isolation], stdout=subprocess.PIPE,
                           env=env, cwd=tmp_path) as parent:
         worker = int(parent.stdout.readline())
-        spinning = 4 if isolation == "os" else 2  # (bwrap, its init,) worker, the call's child
+        # (bwrap, its init,) the worker, the candidate's supervisor, the call's child
+        spinning = 5 if isolation == "os" else 3
         assert wait_until(lambda: len(tree(worker)) == spinning), tree(worker)
         pids = tree(worker)
         parent.kill()

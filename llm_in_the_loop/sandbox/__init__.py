@@ -4,8 +4,8 @@ escape it, with a time limit (docs/optimizers.md, "The sandbox").
 The worker (:mod:`llm_in_the_loop.sandbox.worker`) runs inside Linux namespaces set up by bubblewrap
 (:mod:`llm_in_the_loop.sandbox.bwrap`): it sees only the interpreter, its standard library, numpy
 and their shared libraries, read-only; no network, no other process, no environment. It runs
-each load and each call of the code in a fresh forked child under a deny-by-default seccomp
-filter (:mod:`llm_in_the_loop.sandbox.seccomp`): no files, threads, processes, sockets, IPC or
+each load and each call of the code in a fresh forked child (forked from a process that serves
+that candidate alone and never held another's code) under a deny-by-default seccomp filter (:mod:`llm_in_the_loop.sandbox.seccomp`): no files, threads, processes, sockets, IPC or
 shared memory, so ``RLIMIT_AS`` bounds all the memory it can take; the child's answer reaches the run only through the worker, framed so
 that the code cannot pass off bytes as another call's answer. Where this is not possible
 (not Linux, user namespaces disabled) :class:`Sandbox` refuses unless ``isolation="none"``,
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
-from llm_in_the_loop.sandbox.worker import MAX_ANSWER, message
+from llm_in_the_loop.sandbox.worker import MAX_ANSWER, request
 
 log = logging.getLogger(__name__)
 ISOLATIONS: Final = ("os", "none")
@@ -154,9 +154,9 @@ class Sandbox:
             if stream is not None:
                 stream.close()
 
-    def _send(self, request: dict[str, Any]) -> Outcome:
+    def _send(self, body: dict[str, Any]) -> Outcome:
         try:
-            data = message(request)
+            data = request(body)
         except (TypeError, ValueError, RecursionError) as err:
             return Outcome(error=f"the input cannot be sent to the code: {err}")
         if self._proc is None and (problem := self._start()) is not None:

@@ -3,9 +3,16 @@
 :mod:`llm_in_the_loop.sandbox.bwrap` unless ``sandbox=none``; stdlib and numpy only, run with
 ``python -I -S``).
 
-This process, the supervisor, never runs the code itself. Each load and each call runs in a
-child forked for it alone (ahead of time, while the run is busy elsewhere, so a call does not
-wait for a new process to be scheduled):
+This process, the root, reads no request and holds no code: for each candidate (each load of
+new code) it forks a fresh supervisor that serves that candidate alone, and forks the next one
+when that supervisor exits on seeing the next load's first byte (a request starts with its
+op's letter, ``L``, ``C`` or ``P``). So a candidate's code runs only in processes forked from
+one that never held another candidate's code, requests or answers (numpy's ``empty`` hands out
+freed memory as it finds it).
+
+A supervisor never runs the code itself. Each load and each call runs in a child forked for it
+alone (ahead of time, while the run is busy elsewhere, so a call does not wait for a new process
+to be scheduled):
 
 - the child keeps only a pipe from which it reads its one request, then closes it, and a pipe
   to the supervisor (its fd 1 and 2); the supervisor's pipes to the run are closed before the
@@ -19,9 +26,9 @@ wait for a new process to be scheduled):
   are never a frame, so never an answer, and a frame forged on purpose can only answer its own
   call, like a return value: each call has its own pipes and child, so no answer can shift.
 
-Protocol with the run (both ways): ``<length>\\n<JSON>``. Requests ``{"op": "load", "code",
-"entry"}`` and ``{"op": "call", "arg"}``; answers ``{"value", "error", "printed"}``; the first
-message is ``{"ready": true}``.
+Protocol with the run: requests ``<op letter><length>\\n<JSON>``, ``{"op": "load", "code",
+"entry"}`` and ``{"op": "call", "arg"}``; answers ``<length>\\n<JSON>``, ``{"value", "error",
+"printed"}``; the first message is ``{"ready": true}``.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any, BinaryIO, Final, NoReturn
+from typing import Any, Final, NoReturn
 
 import numpy as np
 
@@ -53,6 +60,7 @@ MAX_FILES: Final = 256  # open files per process
 MAGIC: Final = b"\x00ELLM-END"  # ends the child's answer frame: payload, u32 length, MAGIC
 _TRAILER: Final = struct.Struct("<I")
 _PR_SET_PDEATHSIG: Final = 1
+_NEXT_CANDIDATE: Final = 3  # a supervisor's exit code: a load of new code is waiting
 # numpy's modules loaded on first use, loaded here: the code may not load modules
 NUMPY_PARTS: Final = ("numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial")
 Prctl = Callable[..., int]
@@ -267,6 +275,15 @@ class Supervisor:
         """Collect the killed children that are gone (without waiting for the others)."""
         self.dying = [pid for pid in self.dying if os.waitpid(pid, os.WNOHANG) == (0, 0)]
 
+    def close(self) -> None:
+        """Kill the spare child and collect every child."""
+        if self.spare is not None:
+            os.kill(self.spare.pid, signal.SIGKILL)
+            self._discard()
+        for pid in self.dying:
+            os.waitpid(pid, 0)
+        self.dying = []
+
     def _discard(self) -> None:
         assert self.spare is not None
         os.close(self.spare.requests)  # it reads nothing and exits
@@ -292,15 +309,37 @@ class Supervisor:
                 return answer, False
 
 
-def read_message(stream: BinaryIO) -> bytes | None:
-    """The JSON body of one ``<length>\\n<JSON>`` message; None at the end of the stream."""
-    header = stream.readline(32)
-    return stream.read(int(header)) if header else None
+def _read(fd: int, size: int) -> bytes:
+    """``size`` bytes from ``fd``, fewer at its end; unbuffered, so that the next candidate's
+    supervisor reads what follows."""
+    data = b""
+    while len(data) < size and (chunk := os.read(fd, size - len(data))):
+        data += chunk
+    return data
+
+
+def read_body(fd: int) -> bytes | None:
+    """The JSON of a request's ``<length>\\n<JSON>`` (its letter read); None at the end."""
+    header = b""
+    while not header.endswith(b"\n") and len(header) < 32 and (byte := os.read(fd, 1)):
+        header += byte
+    return _read(fd, int(header)) if header.endswith(b"\n") else None
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def message(data: Any) -> bytes:
     body = json.dumps(data).encode()
     return b"%d\n" % len(body) + body
+
+
+def request(data: dict[str, Any]) -> bytes:
+    """A request as the worker reads it: its op's letter, then the message."""
+    return str(data["op"])[:1].upper().encode() + message(data)
 
 
 def _limit(memory_mb: int) -> None:
@@ -339,21 +378,54 @@ def main(args: list[str]) -> None:
         if arch is None:
             raise SystemExit("no seccomp filter for this machine")
         sandbox = Filter(arch)
-    requests = os.fdopen(os.dup(0), "rb")
-    answers = os.fdopen(os.dup(1), "wb", buffering=0)
-    supervisor = Supervisor(timeout, sandbox)
     if mode == "check":
         importlib.import_module("socket")  # the probe's child may open no file to import it
-        answers.write(message(supervisor.run(b'{"op": "probe"}')))
+        _write(1, message(Supervisor(timeout, sandbox).run(b'{"op": "probe"}')))
         return
     gc.freeze()  # the children's collections skip what exists now: fewer pages copied per fork
-    supervisor.prepare()
-    answers.write(message({"ready": True}))
-    while (body := read_message(requests)) is not None:
+    load_waiting = False
+    while True:  # the root: one supervisor per candidate (module docstring)
+        pid = os.fork()
+        if pid == 0:
+            _candidate(Supervisor(timeout, sandbox), load_waiting)
+        status = os.waitpid(pid, 0)[1]
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != _NEXT_CANDIDATE:
+            return  # the run is gone, or the supervisor failed: the run starts a new worker
+        load_waiting = True
+
+
+def _candidate(supervisor: Supervisor, load_waiting: bool) -> NoReturn:
+    """A supervisor's life: answer requests until the run's stream ends (exit 0) or a load
+    comes after the one it served (exit ``_NEXT_CANDIDATE``, only the load's letter read)."""
+    code = 1
+    try:
+        if supervisor.prctl is not None:
+            supervisor.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        supervisor.prepare()
+        if not load_waiting:  # the worker's first supervisor
+            _write(1, message({"ready": True}))
+        code = _answer_requests(supervisor, load_waiting)
+        supervisor.close()
+    finally:
+        os._exit(code)
+
+
+def _answer_requests(supervisor: Supervisor, load_waiting: bool) -> int:
+    """Answer requests; the exit code of :func:`_candidate`."""
+    held = False  # whether this process has read a candidate's code
+    while True:
+        letter = b"L" if load_waiting else _read(0, 1)
+        load_waiting = False
+        if letter == b"L" and held:
+            return _NEXT_CANDIDATE
+        held = held or letter == b"L"
+        body = read_body(0) if letter else None
+        if body is None:
+            return 0
         try:
             data = message(supervisor.handle(body))
         except (ValueError, KeyError, RecursionError) as err:  # a bad request or answer
             data = message(_error(f"the request or its answer was unreadable: {err}"))
-        answers.write(data)
+        _write(1, data)
         supervisor.reap()
         supervisor.prepare()
