@@ -22,9 +22,9 @@ class Run(Protocol):
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically (never a torn file)."""
+    """Write ``data`` as strict JSON (no NaN or Infinity) to ``path`` atomically."""
     with atomic_write(path, "w") as f:
-        json.dump(data, f, indent=2)
+        json.dump(data, f, indent=2, allow_nan=False)
         f.write("\n")
     return path
 

@@ -7,6 +7,7 @@
     python -m ellm_tools.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
         [--actor-overrides key=value ...] [key=value ...]
     python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm_tools.bench --craftax [--seeds 5] [--chunks 4] [--frames 1500] [key=value ...]
 
 1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
    SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
@@ -41,6 +42,9 @@ counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the rat
 frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
 applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
 ``--stub-learner`` the main process makes no update (:mod:`ellm_tools.bench_actors`, docs/scale.md).
+
+``--craftax`` measures the Craftax engine's training frames/s (ELLM-oracle and RND, compile
+excluded and reported apart) beside the torch loop's, in one process (:mod:`ellm_tools.bench_craftax`).
 
 ``--late`` measures a run's late phase, in one process or with ``num_actors=N``: epsilon at
 its floor, full-length episodes, the replay pre-filled to ``--prefill`` transitions, evaluations
@@ -279,8 +283,19 @@ def main(argv: list[str] | None = None) -> None:
                         "evaluations and snapshots) beside the early one, and the 5M projection")
     parser.add_argument("--prefill", type=int, default=250_000,
                         help="with --late: transitions in the replay before the timed rounds")
+    parser.add_argument("--craftax", action="store_true",
+                        help="the Craftax engine's frames/s against the torch loop's")
+    parser.add_argument("--seeds", type=int, default=5, help="--craftax: seeds vmapped")
+    parser.add_argument("--chunks", type=int, default=4, help="--craftax: chunks timed")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.craftax:
+        from ellm_tools.bench_craftax import craftax_bench
+
+        if args.seeds < 1 or args.chunks < 1:
+            parser.error("--craftax needs --seeds >= 1 and --chunks >= 1")
+        craftax_bench(args.seeds, args.chunks, args.frames, args.overrides)
+        return
     if args.late:
         from ellm_tools.bench_late import late_phase, report
 

@@ -146,6 +146,7 @@ def crafted_scene(directory: Path, case: str) -> Path:
     return path
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("case", "why"), [
     ("list", "is not a converted Housekeep scene (format 'a JSON list'"),
     ("deep", "its JSON nests too deep"),
@@ -164,6 +165,7 @@ def test_a_crafted_scene_file_is_refused_naming_it_and_its_cli_exits_2(tmp_path,
     assert proc.returncode == 2 and proc.stderr.splitlines() == [f"error: {refused.value}"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("text", "why"), [
     ("[1, 2]", "is not a Housekeep episode file: expected a JSON object with a list"),
     ("[" * 100_000 + "]" * 100_000, "its JSON nests too deep"),

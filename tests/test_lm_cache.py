@@ -218,6 +218,7 @@ def test_import_refuses_foreign_objects_and_bad_files(tmp_path, capsys):
     assert "expected a dict" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_import_of_a_tiny_pickle_that_is_huge_to_hash_exits_2_at_once(tmp_path, capsys):
     from test_no_pickle import SHARED_TUPLE_KEY
 

@@ -680,7 +680,7 @@ def test_cache_scope_is_checked():
     ("budget", float("inf"), "a number >= 0 (dollars)"),
     ("max_tokens", 2.5, "an integer >= 1"),
     ("max_retries", float("inf"), "an integer >= 0"),
-    ("max_num_goals", 0, "all or an integer >= 1"),
+    ("max_num_goals", 0, "all or an integer in [1, 64]"),
     ("dummy_lm", "yes", "true or false"),
     ("lm", "\udcff", "a model name (non-empty UTF-8 text)"),
     ("price", [1.0], "[input, output] dollars per 1M tokens"),

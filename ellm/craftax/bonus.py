@@ -1,7 +1,5 @@
-"""The exploration baselines' rewards inside the compiled loop, by the torch engine's names:
-``rnd`` (Burda et al. 2019), ``noveld`` (Zhang et al. 2021, with its episodic first-visit
-term) and ``e3b`` (Henaff et al. 2022, as in the Craftax paper). Each is normalised by a running
-standard deviation of its raw value, as the torch plug-ins are."""
+"""The baselines' rewards in the compiled loop: ``rnd``, ``noveld`` (with its episodic first-visit
+term) and ``e3b`` (as in the Craftax paper), each over a running standard deviation."""
 
 from __future__ import annotations
 
@@ -84,12 +82,10 @@ class Bonus:
         trained = {k: v for k, v in params.items() if k != "target"}
         return BonusState(params, self.tx.init(trained), RunningStd.new())
 
-    # -- RND and NovelD: novelty is the predictor's error on the target's random features --
     def novelty(self, params: dict, obs: jax.Array) -> jax.Array:
         target = self.target.apply(params["target"], obs)
         return jnp.mean((self.predictor.apply(params["predictor"], obs) - target) ** 2, axis=-1)
 
-    # -- E3B: an elliptical bonus in an inverse-dynamics embedding, per episode ---------------
     def embed(self, params: dict, obs: jax.Array) -> jax.Array:
         return self.encoder.apply(params["encoder"], obs)
 
@@ -106,7 +102,7 @@ class Bonus:
 
     def raw(self, state: BonusState, obs: jax.Array, next_obs: jax.Array,
             first_visit: jax.Array, elliptical: jax.Array) -> jax.Array:
-        """The bonus of a rollout's transitions, before normalisation ([T, N])."""
+        """The raw bonus of a rollout's transitions ([T, N])."""
         if self.name == "e3b":
             return elliptical
         after = self.novelty(state.params, next_obs)
@@ -117,7 +113,7 @@ class Bonus:
 
     def learn(self, state: BonusState, obs: jax.Array, next_obs: jax.Array,
               action: jax.Array) -> tuple[BonusState, jax.Array]:
-        """One Adam step on the rollout's transitions (flattened); returns the loss."""
+        """One Adam step on the rollout's transitions; returns the loss."""
         params = state.params
 
         def loss_fn(trained):

@@ -1,6 +1,5 @@
-"""The compiled training step: a rollout of every environment with goals and rewards, then the
-PQN update, for one seed; ``vmap`` runs the seeds side by side and ``scan`` chains updates into a
-chunk, between which the host writes records and fills the LLM's goal table."""
+"""The compiled training step of one seed (rollout with goals and rewards, then PQN's update);
+``vmap`` runs the seeds side by side, ``scan`` chains updates into a chunk."""
 
 from __future__ import annotations
 
@@ -24,9 +23,9 @@ class LoopConfig:
 
     goal_source: str | None    # oracle | llm | novelty | None
     bonus: str | None          # rnd | noveld | e3b | None
-    goal_weight: float         # weight of ELLM's goal reward
-    bonus_weight: float        # weight of the baseline's normalised bonus
-    extrinsic_weight: float    # weight of Craftax's own reward
+    goal_weight: float
+    bonus_weight: float
+    extrinsic_weight: float
     learns: bool               # False: uniform random actions, no update
     paper_setting: bool
     num_envs: int
@@ -35,7 +34,7 @@ class LoopConfig:
     eps_end: float
     eps_decay_frames: float
     eval_epsilon: float
-    reset_worlds: int          # fresh worlds generated per update for the episodes that end
+    reset_worlds: int
     pqn: PQNConfig
 
 
@@ -51,20 +50,20 @@ class SeedState(NamedTuple):
     achieved: jax.Array     # bool[N, G]: goals achieved this episode (no longer shown)
     last_goals: jax.Array   # bool[N, G]: the LLM's latest answered goals this episode
     visited: jax.Array      # bool[N, H, W]: cells stood on this episode
-    cov_inv: jax.Array      # float[N, D, D]: E3B's inverse covariance this episode
+    cov_inv: jax.Array      # E3B's inverse covariance this episode
     ep_goal: jax.Array
     ep_bonus: jax.Array
     ep_extrinsic: jax.Array
-    frame: jax.Array        # this seed's frames so far
+    frame: jax.Array
     key: jax.Array
 
 
 class Tables(NamedTuple):
-    """The constants the loop reads: the LLM's goal table and the reward table."""
+    """The constants the loop reads."""
 
     goal_table: G.TableArrays
     reward: jax.Array       # float[PHRASES, GOALS]
-    goal_emb: jax.Array     # float[GOALS, D]: the goals' SBERT embeddings
+    goal_emb: jax.Array     # float[GOALS, D]
 
 
 class Engine:
@@ -79,7 +78,6 @@ class Engine:
         self.conditioned = cfg.goal_source is not None
         self.map_shape = tuple(env._env.default_static_params().map_size)
 
-    # -- set-up ------------------------------------------------------------------------------
     def init(self, key: jax.Array, goal_dim: int) -> SeedState:
         n, g = self.cfg.num_envs, len(G.GOALS)
         k_net, k_bonus, k_env, key = jax.random.split(key, 4)
@@ -94,7 +92,6 @@ class Engine:
                          jnp.zeros((n, *self.map_shape), bool), cov, zeros, zeros, zeros,
                          jnp.int32(0), key)
 
-    # -- goals -------------------------------------------------------------------------------
     def goals(self, cap: Caption, achieved, last_goals, table: G.TableArrays):
         """(shown goals, last answered goals, fell back?, caption key) of N states."""
         n = achieved.shape[0]
@@ -120,7 +117,6 @@ class Engine:
         count = jnp.maximum(mask.sum(-1, keepdims=True), 1)
         return (mask.astype(jnp.float32) @ goal_emb) / count
 
-    # -- acting ------------------------------------------------------------------------------
     def _act(self, params, obs, goal, key, eps):
         q = self.net.apply(params, obs, goal)
         k_explore, k_action = jax.random.split(key)
@@ -181,10 +177,8 @@ class Engine:
             frame=s.frame + s.obs.shape[0], key=key)
         return (s, worlds, used), out
 
-    # -- one update ----------------------------------------------------------------------------
     def iteration(self, s: SeedState, _):
-        """A rollout of ``num_steps`` steps of every env, then the update; returns the new state,
-        the update's metrics and the steps' records."""
+        """A rollout of ``num_steps`` steps of every env, then the update."""
         cfg, tables = self.cfg, self._tables
         key, k_worlds = jax.random.split(s.key)
         worlds = self.env.worlds(k_worlds, cfg.reset_worlds)
@@ -226,18 +220,15 @@ class Engine:
         return s, (metrics, records)
 
     def make_chunk(self, updates: int):
-        """``(states, tables) -> (states, (metrics, records))``: ``updates`` iterations of every
-        seed (leading axis of ``states``), compiled once."""
+        """``(states, tables) -> (states, (metrics, records))``: ``updates`` iterations."""
         def one_seed(s, tables):
             self._tables = tables
             return jax.lax.scan(self.iteration, s, None, updates)
 
         return jax.jit(jax.vmap(one_seed, in_axes=(0, None)), donate_argnums=0)
 
-    # -- evaluation ------------------------------------------------------------------------------
     def make_evaluate(self, episodes: int, length: int):
-        """``(states, tables, key) -> records``: ``episodes`` greedy episodes per seed (epsilon
-        ``eval_epsilon``), each to its first end; the first ``length`` steps bound them."""
+        """``(states, tables, keys) -> records``: ``episodes`` episodes per seed, each to its end."""
         def one_seed(s: SeedState, tables: Tables, key):
             self._tables = tables
             k_env, key = jax.random.split(key)

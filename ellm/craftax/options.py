@@ -1,9 +1,7 @@
-"""The Craftax engine's config: the ``craftax`` block of config.yaml, the methods it trains and
-the keys only one engine reads, checked before anything starts."""
+"""The Craftax engine's config (``craftax.*``, methods, keys of one engine), checked at start."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -190,6 +188,3 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
                        threshold=float(threshold), options=opts, loop=loop)
 
 
-def host_devices() -> int:
-    """CPUs this process may use (for the report of where it ran)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -28,8 +28,7 @@ class PQNConfig:
 
 
 class QNetwork(nn.Module):
-    """Q-values of every action from the observation and, when given, the shown goals'
-    embedding (ELLM's agent conditions on the goals as text embeddings)."""
+    """Q-values from the observation and, when given, the shown goals' embedding."""
 
     num_actions: int
     hidden: int
@@ -60,8 +59,8 @@ def optimizer(cfg: PQNConfig) -> optax.GradientTransformation:
 
 
 def lambda_returns(batch: Batch, gamma: float, lam: float) -> jax.Array:
-    """Peng's Q(lambda) targets, computed backwards through the rollout; an episode's end cuts
-    the trace (terminated: no bootstrap; truncated: bootstrap from the true next state)."""
+    """Peng's Q(lambda) targets; an episode's end cuts the trace (terminated: no bootstrap;
+    truncated: bootstrap from the true next state)."""
     cont = 1.0 - batch.terminated.astype(jnp.float32)
 
     def back(later, row):
@@ -78,8 +77,7 @@ def lambda_returns(batch: Batch, gamma: float, lam: float) -> jax.Array:
 
 def update(net: QNetwork, cfg: PQNConfig, tx: optax.GradientTransformation, params, opt_state,
            batch: Batch, targets: jax.Array, key: jax.Array):
-    """``cfg.epochs`` passes of ``cfg.minibatches`` minibatches over the rollout; returns the new
-    params, optimiser state and the mean loss."""
+    """``cfg.epochs`` passes of ``cfg.minibatches`` minibatches; (params, opt state, loss)."""
     flat = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]),
                                   (batch.obs, batch.goal, batch.action))
     flat_targets = targets.reshape(-1)

@@ -1,9 +1,5 @@
-"""A Craftax run on the host: builds the compiled loop, calls it chunk by chunk, and between
-chunks writes each seed's records, asks the LLM about new captions, evaluates and snapshots.
-
-Records (per seed, in ``<run dir>/seed<k>/``, as the torch engine writes them): ``config.json``,
-``train.csv``, ``eval.csv``, ``achievements.csv``, ``lm.csv`` (LLM runs), ``train/stats.jsonl``
-and ``eval/stats.jsonl``; the run dir holds ``config.json`` of the whole run and the snapshot."""
+"""A Craftax run on the host: the compiled loop called chunk by chunk; between chunks, each seed's
+records (docs/craftax.md), the LLM's answers, evaluations and snapshots."""
 
 from __future__ import annotations
 
@@ -96,8 +92,7 @@ class CraftaxRun:
                                goal_vocabulary=G.GOALS)
 
     def _tables(self) -> Tables:
-        """The goals' embeddings and the reward table, from the torch engine's SBERT model (the
-        methods without goals read neither)."""
+        """The goals' embeddings and the reward table, with the torch engine's SBERT model."""
         uses_goals = self.spec.goal_source is not None
         if uses_goals:
             from ellm.embed import SentenceEmbedder
@@ -316,8 +311,7 @@ def strong(tree):
 
 
 def shard_seeds(states: SeedState) -> SeedState:
-    """Spread the seeds over the devices JAX sees (GSPMD partitions the vmapped loop along
-    them); one device, or seeds that do not divide evenly over several, stay where they are."""
+    """The seeds spread over the devices JAX sees (GSPMD partitions the vmapped loop)."""
     devices = jax.devices()
     seeds = jax.tree_util.tree_leaves(states)[0].shape[0]
     count = max(d for d in range(1, len(devices) + 1) if seeds % d == 0)

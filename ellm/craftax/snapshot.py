@@ -1,6 +1,5 @@
-"""The Craftax engine's snapshot: every array the loop carries (networks, optimiser, worlds,
-episodes, random keys) and the goal table, in one ``.npz`` written atomically, read back without
-pickle and checked against the arrays a fresh run of the same config builds."""
+"""The Craftax engine's snapshot: every array the loop carries and the goal table, in one ``.npz``
+written atomically, read without pickle and checked against a fresh run's arrays."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def save_snapshot(path: Path, states, frame: int, record: dict[str, Any],
 
 
 def load_snapshot(path: Path, template, record: dict[str, Any]):
-    """(states, frame, extra) of the snapshot at ``path``; CheckpointError naming the file when
-    it is not a Craftax snapshot of this config. ``template``: a fresh run's states."""
+    """(states, frame, extra) at ``path``; CheckpointError naming it when it does not fit."""
     leaves, treedef = jax.tree_util.tree_flatten(template)
     expected = sum(np.asarray(x).nbytes for x in leaves)
     try:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ellm.errors import ConfigError
 from ellm.lm.pricing import is_openai_endpoint
+from ellm.lm.prompts import MAX_GOALS_PER_ANSWER
 from ellm.schema import one_of, parse, valid
 
 LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
@@ -126,8 +127,9 @@ class LMSpec:
     stop: str | None = _text_field("\n\n")
     budget: float = _number_field(1.0, 0, " (dollars)")
     openai_org: str | None = _text_field(None)
-    max_num_goals: int | None = valid("all or an integer >= 1",
-                                      lambda v: v is None or v >= 1, None, _all_or_integer)
+    max_num_goals: int | None = valid(
+        f"all or an integer in [1, {MAX_GOALS_PER_ANSWER}] (an answer's goals are capped there)",
+        lambda v: v is None or 1 <= v <= MAX_GOALS_PER_ANSWER, None, _all_or_integer)
     dummy_lm: bool = _boolean_field(False)
     prob_threshold: float = valid("a probability in [0, 1]", lambda v: 0 <= v <= 1, 0.5, _float)
     novelty_bonus: bool = _boolean_field(True)

@@ -1,10 +1,5 @@
-"""Goals inside the compiled loop: masks over a finite goal vocabulary (ELLM.md §3).
-
-The oracle's rules and the Novelty baseline become boolean masks computed from a caption's
-features; an LLM's answers become a goal table keyed by the caption, filled between compiled
-chunks and read inside them. A state the table does not hold yet gets the goals of the
-latest state of its episode that the table answered (none at an episode's start), as the torch
-engine's non-blocking LM does; the records count such fallback steps."""
+"""Goals inside the compiled loop as masks over a finite vocabulary (ELLM.md §3): the oracle's
+rules from caption features, and the LLM's answers in a table keyed by the caption."""
 
 from __future__ import annotations
 
@@ -35,11 +30,11 @@ _WORD_NAME: Final = {"table": "crafting table"}
 class RuleArrays(NamedTuple):
     """An oracle's rules over GOALS as arrays (one row per goal)."""
 
-    known: np.ndarray  # bool[G]: the oracle can suggest this goal at all
-    sees: np.ndarray   # bool[G, NAMES]: every one must be in view
-    hides: np.ndarray  # bool[G, NAMES]: none may be in view
+    known: np.ndarray
+    sees: np.ndarray   # bool[G, NAMES]: all in view
+    hides: np.ndarray  # bool[G, NAMES]: none in view
     needs: np.ndarray  # int[G, ITEMS]: at least this many held
-    sleepy: np.ndarray  # bool[G]: only when sleepy (energy below full)
+    sleepy: np.ndarray
 
 
 def _names(words) -> list[int]:
@@ -47,8 +42,7 @@ def _names(words) -> list[int]:
 
 
 def rule_arrays(paper_setting: bool) -> RuleArrays:
-    """The paper setting's oracle (FIDELITY.md row 2, :data:`PAPER_PREREQS`) or the fixed one
-    (:data:`ORACLE_RULES`), as arrays."""
+    """The paper setting's oracle (FIDELITY.md row 2) or the fixed one, as arrays."""
     g, n, i = len(GOALS), len(NAMES), len(ITEMS)
     arrays = RuleArrays(np.zeros(g, bool), np.zeros((g, n), bool), np.zeros((g, n), bool),
                         np.zeros((g, i), np.int32), np.zeros(g, bool))
@@ -109,8 +103,7 @@ PROBES: Final = 8
 
 
 def caption_key(cap: Caption) -> jax.Array:
-    """int32[2]: what an LM prompt of the state depends on (view names, faced thing, items held
-    and needs), packed: two states with one key have one prompt."""
+    """int32[2]: all an LM prompt of the state reads (names, faced thing, items held, needs)."""
     bits = lambda flags: jnp.sum(flags.astype(jnp.int32) << jnp.arange(flags.shape[-1]), -1)
     word0 = bits(cap.seen) | ((cap.target + 1) << len(NAMES))
     word1 = bits(cap.items > 0) | (bits(cap.needs) << len(ITEMS))
@@ -129,7 +122,7 @@ class TableArrays(NamedTuple):
 
 
 def lookup(table: TableArrays, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(found, bool[G] goals) of one caption key, probing PROBES slots."""
+    """(found, bool[G] goals) of one caption key."""
     size = table.keys.shape[0]
     slots = (_slot(key, size) + jnp.arange(PROBES)) & (size - 1)
     hits = jnp.all(table.keys[slots] == key, axis=-1)
@@ -138,7 +131,7 @@ def lookup(table: TableArrays, key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 class GoalTable:
-    """The host's copy of the goal table: the LM's answers by caption key, fixed capacity."""
+    """The host's goal table: the LM's answers by caption key, open addressing."""
 
     def __init__(self, size: int) -> None:
         if size & (size - 1) or size < PROBES:
@@ -161,7 +154,7 @@ class GoalTable:
         return None
 
     def put(self, key: tuple[int, int], goals: list[int]) -> bool:
-        """Store ``goals`` for ``key``; False when its probe window is full."""
+        """False when the key's probe window is full."""
         key_arr = np.asarray(key, np.int32)
         size = len(self.keys)
         start = int(_slot(key_arr, size, np))
@@ -190,8 +183,7 @@ class GoalTable:
 
 
 def key_features(key: np.ndarray) -> Caption:
-    """The caption features a key stands for (item counts as 1 where held): what the LM is
-    asked about."""
+    """The caption features a key stands for (item counts as 1 where held)."""
     word0, word1 = int(key[0]), int(key[1])
     seen = np.array([(word0 >> i) & 1 for i in range(len(NAMES))], bool)
     target = (word0 >> len(NAMES)) - 1

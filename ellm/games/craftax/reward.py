@@ -1,6 +1,5 @@
-"""ELLM's goal reward as a table (ELLM.md §4): a transition's phrase and the shown goals are both
-finite, so every similarity is computed once, with the SBERT model and the threshold of the
-torch engine (:class:`ellm.reward.GoalReward`), and the loop's reward is a gather."""
+"""ELLM's goal reward as a table (ELLM.md §4): phrases and goals are finite, so GoalReward's
+similarities are computed once and the loop's reward is a gather."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def reward_table(embedder, threshold: float) -> np.ndarray:
 
 def goal_reward(table: jax.Array, phrase: jax.Array, shown: jax.Array
                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(reward, matched goal, matched?) of one transition: the best of the shown goals, as
-    GoalReward takes the best of a step's goals."""
+    """(reward, matched goal, matched?): the best of the shown goals, as GoalReward's."""
     row = jnp.where(phrase >= 0, table[jnp.maximum(phrase, 0)], 0.0)
     scores = jnp.where(shown, row, 0.0)
     best = jnp.argmax(scores)
