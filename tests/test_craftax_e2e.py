@@ -88,7 +88,7 @@ def test_an_llm_fills_the_goal_table_between_chunks_without_stalling_the_loop(tm
     server.responder = lambda body: Reply.bullets("chop tree", "drink water")
     run_train(tmp_path, *TINY, "method=ellm", "exp_name=LLM",
               "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=goal-model",
-              f"env_spec.lm_spec.base_url={server.base_url}", "env_spec.lm_spec.blocking=false",
+              f"env_spec.lm_spec.base_url={server.base_url}",
               "env_spec.lm_spec.max_in_flight=2")
     run = _run_dir(tmp_path, "LLM")
     lm = csv_rows(run / "seed1" / "lm.csv")[-1]
@@ -102,9 +102,12 @@ def test_an_llm_fills_the_goal_table_between_chunks_without_stalling_the_loop(tm
 
 def test_seeds_shard_over_two_devices(tmp_path):
     proc = run_train(tmp_path, *TINY, "method=rnd", "seeds=2", "exp_name=SHARD",
+                     "use_wandb=true",
                      extra_env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
     assert "2 seeds sharded over 2 devices" in proc.stdout + proc.stderr
     run = _run_dir(tmp_path, "SHARD")
+    # One W&B run per seed, side by side in one process.
+    assert len({p.parent for p in tmp_path.rglob("*.wandb")}) == 2
     for seed in (1, 2):
         assert [int(r["frame"]) for r in csv_rows(run / f"seed{seed}" / "train.csv")] == [
             128, 256]

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ellm.config import redacted
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
@@ -87,7 +87,13 @@ class CraftaxRun:
             return None
         from ellm.lm import build_suggester
 
-        return build_suggester(self.cfg.env_spec.lm_spec, all_goals=G.GOALS,
+        spec = OmegaConf.to_container(self.cfg.env_spec.lm_spec, resolve=True)
+        if spec.get("blocking", True):
+            # A chunk never waits for the LLM; between chunks, neither does the host.
+            log.info("the Craftax engine asks the LLM non-blocking (env_spec.lm_spec.blocking "
+                     "is not read): captions without an answer use fallback goals meanwhile")
+        spec["blocking"] = False
+        return build_suggester(spec, all_goals=G.GOALS,
                                paper_setting=self.spec.loop.paper_setting,
                                goal_vocabulary=G.GOALS)
 
@@ -173,7 +179,7 @@ class CraftaxRun:
                                             rec["ep_extrinsic"][k, step, env],
                                             rec["coverage"][k, step, env],
                                             int(frames[k, step])))
-                stats.write(episodes[-1])
+                stats.write(compact(episodes[-1]))
             row = {f"train/{k}": float(np.mean(v[i])) for k, v in metrics.items()
                    if k not in ("goal_hits", "fallback_steps")}
             row["train/fps"] = fps
@@ -287,6 +293,12 @@ def episode_row(achieved, length, extrinsic, coverage, frame: int) -> dict[str, 
            "coverage": int(coverage), "frame": int(frame)}
     row["achievements"] = int(np.sum(achieved))
     return row
+
+
+def compact(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without its achievements at 0 (readers take a missing one as 0): a million
+    training frames write thousands of episodes per seed."""
+    return {k: v for k, v in row.items() if not (k.startswith("achievement_") and v == 0)}
 
 
 def eval_metrics(episodes: list[dict[str, Any]], goal_returns) -> dict[str, float]:
