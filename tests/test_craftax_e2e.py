@@ -100,6 +100,17 @@ def test_an_llm_fills_the_goal_table_between_chunks_without_stalling_the_loop(tm
     assert config["goal_source"] == "llm"
 
 
+def test_an_llm_that_is_down_never_holds_the_loop(tmp_path):
+    proc = run_train(tmp_path, *TINY, "method=ellm", "exp_name=DOWN",
+                     "env_spec.lm_spec.lm_class=GPTLanguageModel", "env_spec.lm_spec.lm=m",
+                     "env_spec.lm_spec.base_url=http://127.0.0.1:9/v1",
+                     "env_spec.lm_spec.timeout=1", "env_spec.lm_spec.max_retries=0")
+    assert "Craftax run done" in proc.stdout
+    lm = csv_rows(_run_dir(tmp_path, "DOWN") / "seed1" / "lm.csv")[-1]
+    assert float(lm["fallback_share"]) == 1.0 and float(lm["table_entries"]) == 0
+    assert "100.0% of steps ran on fallback goals" in proc.stdout
+
+
 def test_seeds_shard_over_two_devices(tmp_path):
     proc = run_train(tmp_path, *TINY, "method=rnd", "seeds=2", "exp_name=SHARD",
                      "use_wandb=true",
