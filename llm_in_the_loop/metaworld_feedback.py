@@ -46,7 +46,7 @@ class PickPlace:
     """Meta-World pick-place with target actions and expert feedback (module docstring)."""
 
     def __init__(self, substeps: int = 10, seed: int = 0, tolerance: float = 0.0,
-                 max_sim_steps: int = MAX_SIM_STEPS) -> None:
+                 max_sim_steps: int = MAX_SIM_STEPS, stop_on_success: bool = True) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Meta-World warns about its observation space
             import metaworld  # noqa: F401 - registers the Meta-World/ ids
@@ -60,6 +60,9 @@ class PickPlace:
         self.expert = SawyerPickPlaceV3Policy()
         self.substeps = substeps
         self.tolerance = tolerance  # > 0: an action ends once the hand is this close (metres)
+        # False: LLF-Bench's controller, which moves on after success (the puck goes on toward
+        # the goal), and success is the last simulator step's
+        self.stop_on_success = stop_on_success
         self._obs: np.ndarray | None = None
 
     def reset(self, seed: int | None) -> dict[str, Any]:
@@ -85,8 +88,8 @@ class PickPlace:
         return [round(float(v), 3) for v in target] + [float(self.expert._grab_effort(parts))]
 
     def step(self, action: list[float]) -> Transition:
-        """Move toward ``action`` for ``substeps`` simulator steps (fewer on success, or once
-        within ``tolerance``)."""
+        """Move toward ``action`` for ``substeps`` simulator steps (fewer once within
+        ``tolerance``, or on success with ``stop_on_success``)."""
         assert self._obs is not None, "reset first"
         expert = np.asarray(self.expert_action()[:3])
         before = float(np.linalg.norm(self._obs[:3] - expert))
@@ -100,8 +103,8 @@ class PickPlace:
                 self._obs, reward, _, _, info = self.env.step(
                     np.append(delta, grip).astype(np.float32))
                 rewards.append(float(reward))
-                if info["success"]:
-                    success = True
+                success = bool(info["success"])
+                if success and self.stop_on_success:
                     break
                 if np.abs(target - self._obs[:3]).max() < self.tolerance:
                     break

@@ -72,7 +72,8 @@ class PickPlaceLLFEnv(gym.Env):
         self.set_instruction_type(instruction_type)
         self.set_feedback_type(feedback_type)
         self.length = length
-        self.sim = PickPlace(SUBSTEPS, seed, TOLERANCE, max_sim_steps=length * SUBSTEPS)
+        self.sim = PickPlace(SUBSTEPS, seed, TOLERANCE, max_sim_steps=length * SUBSTEPS,
+                             stop_on_success=False)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self.observation_space = gym.spaces.Dict(
             {"observation": _TEXT, "instruction": _TEXT, "feedback": _TEXT})

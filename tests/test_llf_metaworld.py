@@ -4,6 +4,7 @@ Meta-World types and feedback, and the notebook's expert reference."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 
 import gymnasium as gym
@@ -111,16 +112,37 @@ def test_two_runs_of_a_seed_are_the_same(env):
     assert runs[0] == runs[1]
 
 
-def test_the_notebooks_expert_reference_succeeds_in_seven_steps(env):
-    # The notebook: a random first action, then the env's expert_action, until success.
-    env.unwrapped.set_feedback_type("a")
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    action, total = env.action_space.sample(), 0.0
-    for t in range(1, 31):
+def expert_episode(env: gym.Env, seed: int | None) -> tuple[int, list[float], bool]:
+    """The notebook's expert_run: a random first action, then the env's expert_action, until
+    success or the horizon; its steps, rewards and success."""
+    env.reset(seed=seed)
+    action, rewards = env.action_space.sample(), []
+    for _ in range(30):
         _, reward, terminated, truncated, info = env.step(action)
-        total += reward
+        rewards.append(reward)
         if terminated or truncated or info["success"]:
             break
         action = env.unwrapped.expert_action
-    assert info["success"] and t == 7 and total > 5.0
+    return len(rewards), rewards, info["success"]
+
+
+def test_the_notebooks_call_sequence_gives_six_steps():
+    # TracedEnv(env_name, seed=0): the env is reset with the seed and the action space seeded;
+    # expert_run then resets again without one, so the episode is the seed's second world.
+    random.seed(0)
+    np.random.seed(0)
+    env = gym.make(ENV_ID)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    steps, rewards, success = expert_episode(env, None)
+    env.close()
+    assert success and steps == 6 and round(sum(rewards), 2) == 6.70
+
+
+def test_the_controller_moves_on_after_success(env):
+    # LLF-Bench's controller stops only within 0.1 mm of the target or after 20 simulator
+    # steps, so the puck goes on to the goal and the success step earns Meta-World's 10.
+    env.unwrapped.set_feedback_type("a")
+    env.action_space.seed(0)
+    steps, rewards, success = expert_episode(env, 0)
+    assert success and steps == 7 and rewards[-1] == 10.0 and round(sum(rewards), 2) == 15.48
