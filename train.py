@@ -130,14 +130,18 @@ _ABSENT = object()
 
 def effective_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     """The config a job runs with: a resumed run's is its snapshot's, with what the command
-    line may change on top (:mod:`ellm.resume`)."""
+    line may change on top; a finetuned or guiding agent's structure is its run's
+    (:mod:`ellm.resume`)."""
     from hydra import compose
 
-    from ellm.resume import resumed_config, resuming
+    from ellm.resume import inherited_config, resumed_config, resuming
+
+    def composed(o: list[str]) -> DictConfig:
+        return compose("config", overrides=o)
 
     if not resuming(cfg):
-        return cfg
-    return resumed_config(cfg, overrides, lambda o: compose("config", overrides=o))
+        return inherited_config(cfg, overrides, composed)
+    return resumed_config(cfg, overrides, composed)
 
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")

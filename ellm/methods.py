@@ -1,8 +1,4 @@
-"""The methods a run can train, by name: ``method=ellm|novelty|rnd|noveld|apt|extrinsic|random``.
-
-The original's spellings (``agent._target_=baselines.rnd.RNDAgent`` ...) name a method too, so
-its commands keep their meaning; one that contradicts an explicit ``method`` is an error.
-"""
+"""The methods a run can train, by name; the original's spellings name them too."""
 
 from __future__ import annotations
 
@@ -28,10 +24,9 @@ class Method:
 
     name: str
     goal_reward: bool
-    game_reward: bool  # ... from the game reward (always for extrinsic and random; else with use_extr_rew=True)
+    game_reward: bool  # always, not only with use_extr_rew=True
     learns: bool = True
-    # Its own per-step rewards, new ones for each rollout (a module-level function: actors
-    # receive the Method pickled).
+    # Per-step rewards, new for each rollout (module-level: actors receive the Method pickled).
     rewards: Callable[[DictConfig], Sequence[StepReward]] = no_rewards
 
     def game_weight(self, cfg: DictConfig) -> float | None:
@@ -46,6 +41,7 @@ class Method:
 
 METHODS: Final = {
     "ellm": Method("ellm", goal_reward=True, game_reward=False),
+    "ellm-pixels": Method("ellm-pixels", goal_reward=True, game_reward=False),
     "novelty": Method("novelty", goal_reward=True, game_reward=False),
     "rnd": Method("rnd", goal_reward=False, game_reward=False),
     "noveld": Method("noveld", goal_reward=False, game_reward=False),
@@ -57,6 +53,7 @@ METHODS: Final = {
 _RND_CLASSES: Final = ("baselines.rnd.RNDAgent",)
 _APT_CLASSES: Final = ("baselines.icm_apt.ICMAPTAgent",)
 _NOVELTY_LMS: Final = ("BaselineModel", "BaselineLM")
+_ELLM: Final = {True: "ellm", False: "ellm-pixels"}  # by whether its agent sees any text
 
 
 def _rnd_or_noveld(cfg: DictConfig) -> str | None:
@@ -80,11 +77,13 @@ def resolve_method(cfg: DictConfig, game: Any) -> Method:
     chosen = OmegaConf.select(cfg, "method", default=DEFAULT_METHOD)
     if chosen not in METHODS:
         raise ConfigError(f"method={chosen!r} is invalid: expected one of {sorted(METHODS)}")
+    if chosen in _ELLM.values():
+        chosen = _ELLM[bool(cfg.get("use_goal")) or bool(cfg.get("use_language_state"))]
     spelled = next(((key, name) for key, read in SPELLINGS if (name := read(cfg, game))), None)
     if spelled is None or spelled[1] == chosen:
         return METHODS[chosen]
     key, name = spelled
-    if chosen == DEFAULT_METHOD:
+    if chosen in _ELLM.values():
         return METHODS[name]
     raise ConfigError(f"method={chosen} contradicts {key}={OmegaConf.select(cfg, key)!r}, "
                       f"which is the spelling of method={name}: drop one of them")

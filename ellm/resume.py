@@ -1,8 +1,4 @@
-"""Resuming is the run, continued: ``snapshot_path=RUN_DIR`` takes the snapshot's config as base.
-
-Only keys of SAFE_ON_RESUME may differ from the snapshot's; any other difference stops the
-run before it starts, naming both values.
-"""
+"""Resuming is the run, continued: the snapshot's config, where only SAFE_ON_RESUME may change."""
 
 from __future__ import annotations
 
@@ -27,6 +23,13 @@ SAFE_ON_RESUME: Final = frozenset({
 })
 
 GROUPS: Final = ("agent", "method", "preset")
+
+# What fixes the agent's networks: a finetuned or guiding agent's come from its run's record.
+STRUCTURE_KEYS: Final = (
+    "use_goal", "use_language_state", "use_image", "frame_stack", "sbert_model",
+    "agent.hidden_dim", "agent.goal_encoder_type", "agent.joint_text",
+    "agent.reinit_text_encoder", "env_spec.action_space_type",
+)
 
 
 def resuming(cfg: DictConfig) -> bool:
@@ -94,13 +97,44 @@ def resumed_config(cfg: DictConfig, overrides: Sequence[str],
             f"{', '.join(sorted(SAFE_ON_RESUME))} may change when resuming; drop the others "
             "(the snapshot's values are used), or start a new run from these weights with "
             "finetune_snapshot=True")
+    return _updated(cfg, taken, "resuming with the run's own settings")
+
+
+def _updated(cfg: DictConfig, taken: Mapping[str, Any], what: str) -> DictConfig:
     out = cfg.copy()
     with open_dict(out):
         for key, value in taken.items():
             OmegaConf.update(out, key, value, merge=False, force_add=True)
     if taken:
-        log.info("resuming with the run's own settings: %s", _shown(taken))
+        log.info("%s: %s", what, _shown(taken))
     return out
+
+
+def inherited_config(cfg: DictConfig, overrides: Sequence[str],
+                     compose: Callable[[list[str]], DictConfig] | None = None) -> DictConfig:
+    """Finetuning or guiding: STRUCTURE_KEYS as the pretrained run recorded them."""
+    sources = [key for key in ("snapshot_path", "expl_agent_path") if cfg.get(key)]
+    if not sources:
+        return cfg
+    explicit = explicit_keys(overrides, compose)
+    now = leaves(OmegaConf.to_container(cfg, resolve=True))
+    taken: dict[str, Any] = {}
+    for source in sources:
+        recorded = checkpoint.load(cfg[source], source)[1].get("config")
+        if not isinstance(recorded, Mapping):
+            continue
+        then = leaves(dict(recorded))
+        for key in STRUCTURE_KEYS:
+            if key not in then or then[key] == taken.get(key, now.get(key)):
+                continue
+            if key in explicit or key in taken:
+                mine = taken.get(key, now.get(key))
+                raise ConfigError(
+                    f"{key}={mine!r}, but the agent at {source}={cfg[source]} was trained with "
+                    f"{key}={then[key]!r}: the networks must match; drop {key} (its value comes "
+                    "from the pretrained run)")
+            taken[key] = then[key]
+    return _updated(cfg, taken, "the pretrained agent's structure")
 
 
 def _from_record(key: str) -> bool:
@@ -116,4 +150,5 @@ def _shown(values: Mapping[str, Any], limit: int = 12) -> str:
     return ", ".join(items[:limit]) + more
 
 
-__all__ = ["SAFE_ON_RESUME", "explicit_keys", "resumed_config", "resuming"]
+__all__ = ["SAFE_ON_RESUME", "STRUCTURE_KEYS", "explicit_keys", "inherited_config",
+           "resumed_config", "resuming"]

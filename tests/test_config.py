@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -130,9 +131,12 @@ def test_each_env_name_finds_exactly_one_game():
 
 
 @pytest.mark.parametrize("overrides, method", [
-    ((), "ellm"),
-    (("env_spec.lm_spec.lm_class=GPTLanguageModel",), "ellm"),
-    (("agent._target_=dqn.DQNAgent",), "ellm"),
+    # Unnamed: the original config, whose agent sees pixels only.
+    ((), "ellm-pixels"),
+    (("env_spec.lm_spec.lm_class=GPTLanguageModel",), "ellm-pixels"),
+    (("agent._target_=dqn.DQNAgent",), "ellm-pixels"),
+    (("use_goal=True", "use_language_state=sbert"), "ellm"),
+    (("method=ellm", "use_goal=False", "use_language_state=null"), "ellm-pixels"),
     # The method group, every method by name.
     *(((f"method={name}",), name) for name in METHODS),
     # The original's spellings, a fixed table.
@@ -146,7 +150,7 @@ def test_each_env_name_finds_exactly_one_game():
     (("env_spec.name=CrafterReward-v1",), "extrinsic"),
     (("env_spec.name=Housekeep", "env_spec.lm_spec.lm_class=BaselineModel"), "novelty"),
     # Epsilon 1 no longer names random actions: method=random does.
-    (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "ellm"),
+    (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "ellm-pixels"),
     # A spelling that agrees with the method is no conflict.
     (("method=rnd", "agent=rnd"), "rnd"),
     (("method=rnd", "env_spec.name=CrafterReward-v1"), "rnd"),
@@ -165,6 +169,36 @@ def test_the_method_is_the_one_chosen_or_spelled(overrides, method):
 def test_a_spelling_that_contradicts_the_method_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(config(*overrides))
+
+
+def test_method_ellm_alone_is_the_papers_goal_conditioned_agent():
+    cfg = config("method=ellm")
+    assert (cfg.use_goal, cfg.use_language_state, cfg.agent.use_goal) == (True, "sbert", True)
+    assert cfg.env_spec.lm_spec.lm_class == "SimpleOracle"
+    named = config("method=ellm", "env_spec.lm_spec.lm_class=GPTLanguageModel")
+    assert named.env_spec.lm_spec.lm_class == "GPTLanguageModel" and named.use_goal
+    pixels = config("method=ellm-pixels")
+    assert (pixels.use_goal, pixels.use_language_state) == (False, None)
+    assert validate(pixels).method.name == "ellm-pixels"
+
+
+ORIGINAL = ROOT.parent / "shared" / "seeds" / "ellm_original_README.txt"
+
+
+@pytest.mark.skipif(not ORIGINAL.is_file(), reason="the original README is not beside the checkout")
+def test_the_original_readme_commands_keep_their_agents():
+    commands = [shlex.split(line.split("python train.py ", 1)[1]) for line in
+                ORIGINAL.read_text().splitlines() if line.startswith("python train.py ")]
+    inputs = []
+    for words in commands:
+        overrides = [w for w in words if "openai_key" not in w
+                     and "path" not in w and "single_task" not in w]
+        cfg = config(*overrides)
+        inputs.append((cfg.use_goal, cfg.use_language_state))
+    assert inputs == [
+        (True, "sbert"), (True, "sbert"), (True, "sbert"), (True, "sbert"),
+        (False, "sbert"), (False, "sbert"), (False, "sbert")]  # Housekeep: not goal-conditioned
+    assert (config().use_goal, config().use_language_state) == (False, None)  # python train.py
 
 
 def test_what_each_method_makes_the_loop_do():

@@ -408,10 +408,36 @@ def test_lm_counters_add_up_across_a_resume(tmp_path):
      "RND + language"),
     ({"method": "apt", "language_input": False,
       "agent": {"_target_": "baselines.icm_apt.ICMAPTAgent", "use_language": "auto"}}, "APT"),
+    # What the ELLM agent saw: the paper's goal and language state are the unmarked label.
+    ({"method": "ellm", "use_goal": True, "use_language_state": "sbert"}, "ELLM-oracle"),
+    ({"method": "ellm-pixels", "use_goal": False, "use_language_state": None},
+     "ELLM-oracle (pixels)"),
+    ({"method": "ellm", "use_goal": False, "use_language_state": None}, "ELLM-oracle (pixels)"),
+    ({"use_goal": False, "use_language_state": "sbert",
+      "env_spec": {"name": "Housekeep", "lm_spec": {"lm_class": "GPTHousekeep", "lm": "m"}}},
+     "Housekeep: ELLM-m (language state, no goal)"),
     ({}, "unknown (no config.json)"),
 ])
 def test_method_names_from_config(config, name):
     assert method_name(config) == name
+
+
+def test_runs_of_different_agents_are_never_pooled_in_silence(tmp_path):
+    from ellm_tools.report.aggregate import pooling_warnings
+
+    def run(seed, goal, method="novelty"):
+        config = {"method": method, "seed": seed, "use_goal": goal,
+                  "use_language_state": "sbert" if goal else None}
+        return Run(tmp_path, config, method_name(config), eval_episodes=[{"frame": 0}])
+
+    ellm = [run(1, True, "ellm"), run(2, False, "ellm")]
+    assert [r.method for r in ellm] == ["ELLM-oracle", "ELLM-oracle (pixels)"]
+    assert pooling_warnings(ellm) == []  # two rows
+    assert pooling_warnings([run(1, True), run(2, False)]) == [
+        ("Novelty: runs of different agents pooled (use_goal False, True); --group-by use_goal "
+        "keeps them apart"),
+        ("Novelty: runs of different agents pooled (use_language_state 'sbert', None); "
+        "--group-by use_language_state keeps them apart")]
 
 
 @pytest.mark.e2e

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -203,11 +204,32 @@ def test_unknown_key_is_rejected(train, tmp_path):
     assert not (tmp_path / "exp_local").exists()
 
 
-def test_incompatible_checkpoint_names_the_keys(train, pretrained):
-    proc = train("env_spec.lm_spec.lm_class=SimpleOracle", f"snapshot_path={pretrained}",
-                 "finetune_snapshot=True", "use_goal=False", "exp_name=MISMATCH", *TINY,
-                 check=False, timeout=120)
-    assert proc.returncode != 0 and "use_goal" in proc.stderr
+def test_incompatible_checkpoint_names_the_keys(train, pretrained, tmp_path):
+    for source in (f"snapshot_path={pretrained}", f"expl_agent_path={pretrained}"):
+        proc = train("env_spec.lm_spec.lm_class=SimpleOracle", source, "finetune_snapshot=True",
+                     "use_goal=False", "exp_name=MISMATCH", *TINY, check=False, timeout=120)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert "use_goal=False, but the agent at" in proc.stderr
+        assert "was trained with use_goal=True" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp_local").exists()  # a failed start leaves no run dir
+
+
+def readme_row(what: str) -> list[str]:
+    """The README's options for ``what`` (a row of its training table), as a shell splits them."""
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith(f"| {what}"))
+    return shlex.split(row.split("`")[1])
+
+
+@pytest.mark.parametrize("what", ["finetune a pretrained agent on a task", "guided exploration"])
+def test_the_readmes_finetune_and_guide_commands_run_as_written(train, pretrained, tmp_path,
+                                                               what):
+    options = [o.replace("RUN_DIR", str(pretrained)) for o in readme_row(what)]
+    train(*options, "exp_name=FROM_README", *TINY[1:], "num_train_frames=120")
+    out = find_run(tmp_path, "FROM_README")
+    config = json.loads((out / "config.json").read_text())
+    assert (config["use_goal"], config["use_language_state"]) == (True, "sbert")  # the snapshot's
+    assert "the pretrained agent's structure: use_goal=True" in (out / "train.log").read_text()
 
 
 @pytest.mark.parametrize("field, value, expected", [

@@ -45,9 +45,12 @@ def by_method(runs: Sequence[Run]) -> dict[str, list[Run]]:
     return {m: sorted(g, key=lambda r: (r.seed is None, r.seed or 0)) for m, g in groups.items()}
 
 
+AGENT_INPUTS = ("use_goal", "use_language_state")
+
+
 def pooling_warnings(runs: Sequence[Run]) -> list[str]:
-    """What would make a method's mean misleading: runs of different budgets, or one seed
-    counted twice (e.g. two experiments of one method read together)."""
+    """What would make a method's mean misleading: runs of different budgets or agent inputs,
+    or one seed counted twice (e.g. two experiments of one method read together)."""
     warnings = []
     for method, group in by_method([r for r in runs if r.has_data]).items():
         budgets = sorted({int(cfg_get(r.config, "num_train_frames")) for r in group})
@@ -55,6 +58,11 @@ def pooling_warnings(runs: Sequence[Run]) -> list[str]:
             warnings.append(f"{method}: runs of different budgets pooled "
                             f"(num_train_frames {', '.join(map(str, budgets))}); "
                             "--group-by num_train_frames keeps them apart")
+        for key in AGENT_INPUTS:
+            values = sorted({repr(cfg_get(r.config, key)) for r in group if key in r.config})
+            if len(values) > 1:
+                warnings.append(f"{method}: runs of different agents pooled ({key} "
+                                f"{', '.join(values)}); --group-by {key} keeps them apart")
         seeds = [r.seed for r in group]
         repeated = sorted({s for s in seeds if seeds.count(s) > 1 and s is not None})
         if repeated:

@@ -176,8 +176,8 @@ def _recorded_method(config: Mapping[str, Any]) -> str:
     method = str(config["method"])
     if "method_label" in config:  # a run that names itself (the LLM optimisers)
         return str(config["method_label"])
-    if method in ("ellm", "ellm-llm"):
-        name = ellm_label(config)
+    if method in ("ellm", "ellm-llm", "ellm-pixels"):
+        name = ellm_label(config) + _agent_inputs(config)
     elif method == "llm-policy":
         name = (f"LLM policy {cfg_get(config, 'env_spec.lm_spec.lm')}, feedback "
                 f"{cfg_get(config, 'env_spec.feedback_type')}")
@@ -211,10 +211,25 @@ def ellm_label(config: Mapping[str, Any]) -> str:
     return "ELLM-oracle" if lm_class.startswith("SimpleOracle") else f"ELLM-{lm_class}"
 
 
+# What an ELLM agent saw besides pixels (use_goal, language state) -> its label's suffix; the
+# paper's goal-conditioned agent with the language state has none.
+_INPUTS: dict[tuple[bool, bool], str] = {
+    (True, True): "", (False, False): " (pixels)", (False, True): " (language state, no goal)",
+    (True, False): " (goal, pixels)"}
+
+
+def _agent_inputs(config: Mapping[str, Any]) -> str:
+    # Craftax's agent always sees the goal; a record without the keys is read as before.
+    if config.get("engine") == "craftax" or "use_goal" not in config:
+        return ""
+    goal = cfg_get(config, "use_goal") is True or str(cfg_get(config, "use_goal")) == "True"
+    return _INPUTS[goal, cfg_get(config, "use_language_state") == "sbert"]
+
+
 def _lm_method(config: Mapping[str, Any]) -> str:
     """An old run with no recorded method: Novelty by its LM class, else ELLM."""
     lm_class = str(cfg_get(config, "env_spec.lm_spec.lm_class"))
-    return "Novelty" if lm_class in NOVELTY_CLASSES else ellm_label(config)
+    return "Novelty" if lm_class in NOVELTY_CLASSES else ellm_label(config) + _agent_inputs(config)
 
 
 @dataclass
