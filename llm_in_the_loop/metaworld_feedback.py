@@ -46,14 +46,18 @@ class PickPlace:
     """Meta-World pick-place with target actions and expert feedback (module docstring)."""
 
     def __init__(self, substeps: int = 10, seed: int = 0, tolerance: float = 0.0,
-                 max_sim_steps: int = MAX_SIM_STEPS, stop_on_success: bool = True) -> None:
+                 max_sim_steps: int = MAX_SIM_STEPS, stop_on_success: bool = True,
+                 render_mode: str | None = None) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Meta-World warns about its observation space
             import metaworld  # noqa: F401 - registers the Meta-World/ ids
             from metaworld.policies import SawyerPickPlaceV3Policy
 
             self.env = gym.make("Meta-World/MT1", env_name=TASK, seed=seed,
-                                disable_env_checker=True, max_episode_steps=max_sim_steps)
+                                disable_env_checker=True, max_episode_steps=max_sim_steps,
+                                render_mode=render_mode)
+        if render_mode is not None:
+            self._check_rendering()
         # Meta-World raises past its own 500-step limit; LLF-Bench's 30 actions of up to 20
         # simulator steps need more.
         self.env.unwrapped.max_path_length = max_sim_steps
@@ -75,6 +79,26 @@ class PickPlace:
             warnings.simplefilter("ignore")
             self._obs, _ = self.env.reset(seed=seed)
         return _plain(self._obs)
+
+    def _check_rendering(self) -> None:
+        """Render one frame now, so that a machine without an OpenGL backend for MuJoCo is
+        refused when the env is made, not at the first frame of a recording."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.env.reset(seed=0)
+                self.env.render()
+        except Exception as err:  # MuJoCo's GL backends fail in many ways (AttributeError, EGLError...)
+            self.env.close()
+            raise RuntimeError(
+                f"render_mode='rgb_array' needs MuJoCo to render off screen, and it failed here "
+                f"({type(err).__name__}: {err}). Set MUJOCO_GL=egl (a GPU driver with EGL) or "
+                "MUJOCO_GL=osmesa (apt-get install libosmesa6), or build without render_mode"
+                ) from err
+
+    def render(self) -> np.ndarray:
+        """The simulator's frame now (``render_mode="rgb_array"``)."""
+        return self.env.render()
 
     @property
     def observation(self) -> dict[str, Any]:

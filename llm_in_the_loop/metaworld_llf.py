@@ -35,7 +35,9 @@ import gymnasium as gym
 import numpy as np
 
 from llm_in_the_loop.metaworld_feedback import PickPlace
+from text_game import render
 from text_game.llf import Feedback, as_registered, feedback_kinds
+from text_game.spaces import TextField
 
 ENV_ID: Final = "llf-metaworld-pick-place-v2"
 INSTRUCTION_TYPES: Final = ("b",)
@@ -44,7 +46,9 @@ SUBSTEPS, TOLERANCE = 20, 1e-4  # LLF-Bench's controller: at most 20 steps, or w
 # The largest number an action may hold: positions are metres from the table, the effort is in
 # [-1, 1]; past this an LLM-written number is no action.
 MAX_ACTION_VALUE: Final = 1e6
-_TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
+_TEXT = TextField(max_length=8192, min_length=0, charset=string.printable)
+_OPTIONAL_TEXT = TextField(max_length=8192, min_length=0, charset=string.printable,
+                           optional=True)
 INSTRUCTION: Final = (
     "Control a Sawyer robot arm to pick up the puck and place it at the goal. Each step you "
     "see the robot and the world as a JSON object: hand_pos [x, y, z] (metres), "
@@ -57,13 +61,14 @@ INSTRUCTION: Final = (
 class PickPlaceLLFEnv(gym.Env):
     """Meta-World pick-place with language feedback (module docstring)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     INSTRUCTION_TYPES: ClassVar[tuple[str, ...]] = INSTRUCTION_TYPES
     FEEDBACK_TYPES: ClassVar[tuple[str, ...]] = FEEDBACK_KINDS
     reward_range: tuple[float, float] = (0.0, 10.0)
 
     def __init__(self, instruction_type: str = "b", feedback_type: Any = "a",
-                 visual: bool = False, length: int = 30, seed: int = 0) -> None:
+                 visual: bool = False, length: int = 30, seed: int = 0,
+                 render_mode: str | None = None) -> None:
         if visual is not False:
             raise ValueError(f"visual={visual!r} is invalid: this env has text observations "
                              "only; expected False")
@@ -72,11 +77,12 @@ class PickPlaceLLFEnv(gym.Env):
         self.set_instruction_type(instruction_type)
         self.set_feedback_type(feedback_type)
         self.length = length
+        self.render_mode = render.checked_render_mode(render_mode)
         self.sim = PickPlace(SUBSTEPS, seed, TOLERANCE, max_sim_steps=length * SUBSTEPS,
-                             stop_on_success=False)
+                             stop_on_success=False, render_mode=self.render_mode)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self.observation_space = gym.spaces.Dict(
-            {"observation": _TEXT, "instruction": _TEXT, "feedback": _TEXT})
+            {"observation": _TEXT, "instruction": _OPTIONAL_TEXT, "feedback": _OPTIONAL_TEXT})
         self._steps: int | None = None  # None: no episode under way
         self._grip = 0.0  # the last effort played: a non-action keeps the grasp
 
@@ -145,8 +151,11 @@ class PickPlaceLLFEnv(gym.Env):
         feedback.fp = f"Next, move to [{target}]."
         return feedback
 
-    def render(self) -> None:
-        return None
+    def render(self) -> np.ndarray | None:
+        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+            render.warn_no_render_mode(self, ENV_ID)
+            return None
+        return self.sim.render()
 
     def close(self) -> None:
         self.sim.close()

@@ -90,8 +90,8 @@ class CrafterLLF(LanguageFeedbackEnv):
     def __init__(self, task: str | None = None, instruction_type: str = "b",
                  feedback_type: Any = "a", version: int = 2, length: int = 400,
                  dying: bool = True, seed: int | None = None, visual: bool = False,
-                 **kwargs: Any):
-        super().__init__(instruction_type, feedback_type, length, visual)
+                 render_mode: str | None = None, **kwargs: Any):
+        super().__init__(instruction_type, feedback_type, length, visual, render_mode)
         if task is not None and task not in SINGLE_TASKS:
             raise ValueError(f"task={task!r} is invalid: expected null (unlock as many "
                              f"achievements as you can) or one of {', '.join(SINGLE_TASKS)}")
@@ -99,7 +99,7 @@ class CrafterLLF(LanguageFeedbackEnv):
         # A task pays 1 once; the open task 1 per achievement first unlocked.
         self.reward_range = (0.0, 1.0 if task is not None else float(len(ACHIEVEMENTS)))
         self.game = CrafterTextEnv(version=version, action_space_type="harder", length=length,
-                                   dying=dying, seed=seed, **kwargs)
+                                   dying=dying, seed=seed, render_mode=render_mode, **kwargs)
         self.version = version
         self.actions = tuple(self.game.action_names)  # "do nothing" is the first
 
@@ -112,6 +112,9 @@ class CrafterLLF(LanguageFeedbackEnv):
         return self.game.player
 
     # ---- episode ----------------------------------------------------------------------------
+    def _frame(self) -> Any:
+        return self.game.render()
+
     def _start(self, seed: int | None, options: dict | None):
         self.game.reset(seed=seed)
         self.guide = Guide(self.game, self.np_random)

@@ -45,13 +45,20 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final
 
 import gymnasium as gym
+import numpy as np
+
+from text_game import render
+from text_game.spaces import TextField
 
 INSTRUCTION_TYPES: Final = ("b", "p", "c")
 FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp", "fn")
 FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")  # every value feedback_type takes
 NO_OP: Final = "do nothing"
 MAX_ACTION_CHARS: Final = 1024  # what is read of an action; longer text is never an action
-_TEXT = gym.spaces.Text(max_length=8192, min_length=0, charset=string.printable)
+_TEXT = TextField(max_length=8192, min_length=0, charset=string.printable)
+# The instruction (None at a step) and the feedback (None at reset).
+_OPTIONAL_TEXT = TextField(max_length=8192, min_length=0, charset=string.printable,
+                           optional=True)
 
 
 @dataclass
@@ -154,10 +161,11 @@ class LanguageFeedbackEnv(gym.Env):
 
     ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included;
     ``length``: the steps of an episode, which the game truncates there; ``visual``: only
-    False, as the games have no image observation.
+    False, as the games have no image observation; ``render_mode``: None or ``rgb_array``
+    (render() is the game's frame, as its training env renders it).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     INSTRUCTION_TYPES: ClassVar[tuple[str, ...]] = INSTRUCTION_TYPES
     # LLF-Bench's meaning: the five kinds; "a", "m" and "n" are accepted on top of them.
     FEEDBACK_TYPES: ClassVar[tuple[str, ...]] = FEEDBACK_KINDS
@@ -165,7 +173,8 @@ class LanguageFeedbackEnv(gym.Env):
     actions: tuple[str, ...] = (NO_OP,)
 
     def __init__(self, instruction_type: str = "b", feedback_type: Any = "a", length: int = 100,
-                 visual: bool = False):
+                 visual: bool = False, render_mode: str | None = None):
+        self.render_mode = render.checked_render_mode(render_mode)
         if visual is not False:
             raise ValueError(f"visual={visual!r} is invalid: these games have text observations "
                              "only; expected False")
@@ -177,7 +186,7 @@ class LanguageFeedbackEnv(gym.Env):
         self.action_space = gym.spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0,
                                             charset=string.printable)
         self.observation_space = gym.spaces.Dict(
-            {"observation": _TEXT, "instruction": _TEXT, "feedback": _TEXT})
+            {"observation": _TEXT, "instruction": _OPTIONAL_TEXT, "feedback": _OPTIONAL_TEXT})
         self._started = False
         self._over = False
 
@@ -221,6 +230,10 @@ class LanguageFeedbackEnv(gym.Env):
         """Play ``action``, one of :attr:`actions` (the no-op in place of anything else)."""
         raise NotImplementedError
 
+    def _frame(self) -> np.ndarray:
+        """The game's frame now (``render_mode="rgb_array"``)."""
+        raise NotImplementedError
+
     # ---- the contract ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -259,8 +272,13 @@ class LanguageFeedbackEnv(gym.Env):
             return instructions.complete
         return instructions.basic
 
-    def render(self) -> None:
-        return None
+    def render(self) -> np.ndarray | None:
+        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+            render.warn_no_render_mode(self, type(self).__name__)
+            return None
+        if not self._started:
+            raise RuntimeError(f"{type(self).__name__}.render() called before reset()")
+        return self._frame()
 
 
 def as_registered(env: LanguageFeedbackEnv) -> gym.Env:

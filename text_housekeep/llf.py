@@ -68,8 +68,9 @@ class HousekeepLLF(LanguageFeedbackEnv):
 
     def __init__(self, task: str = DEFAULT_TASK, ep_num: int | None = None,
                  instruction_type: str = "b", feedback_type: Any = "a", length: int = 100,
-                 data_dir: str | Path | None = None, visual: bool = False):
-        super().__init__(instruction_type, feedback_type, length, visual)
+                 data_dir: str | Path | None = None, visual: bool = False,
+                 render_mode: str | None = None):
+        super().__init__(instruction_type, feedback_type, length, visual, render_mode)
         self.task = task
         self.data_dir = data_dir
         self.count = episode_count(task, Path(data_dir) if data_dir is not None else None)
@@ -79,10 +80,13 @@ class HousekeepLLF(LanguageFeedbackEnv):
         self.ep_num = ep_num
 
     # ---- episode ----------------------------------------------------------------------------
+    def _frame(self) -> Any:
+        return self.game.render()
+
     def _start(self, seed: int | None, options: dict | None):
         ep = self.ep_num if self.ep_num is not None else int(self.np_random.integers(self.count))
         self.game = make(self.task, ep, action_mode="highlevel", length=_NEVER,
-                         data_dir=self.data_dir, version=2)
+                         data_dir=self.data_dir, version=2, render_mode=self.render_mode)
         self.episode = self.game.episode
         self.recs = unique_names(self.game.receptacle_names)
         self.objs = unique_names(self.game.object_names)
