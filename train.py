@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,10 +97,10 @@ def check_before_hydra(argv: list[str]) -> list[str]:
 
     logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
     try:
-        jobs = _job_overrides(argv)
         with initialize_config_dir(str(ROOT), version_base="1.3"):
-            for overrides in jobs:
-                cfg = compose("config", overrides=overrides)
+            argv = plus_on_existing(argv, compose)
+            for overrides in _job_overrides(argv):
+                cfg = compose_job(overrides, compose)
                 blank = blank or key_from_config_file(cfg)
                 check_added_keys(cfg, added_keys(overrides, compose))
                 check_overrides(overrides, cfg)
@@ -113,6 +114,34 @@ def check_before_hydra(argv: list[str]) -> list[str]:
     finally:
         logging.disable(logging.NOTSET)
     return argv + blank
+
+
+def compose_job(overrides: list[str], compose: Any) -> DictConfig:
+    """A job's config; a key it does not have gets "did you mean" before Hydra's "use +key"."""
+    from hydra.errors import HydraException
+
+    from ellm.config import check_added_keys
+
+    try:
+        return compose("config", overrides=overrides)
+    except HydraException as exc:
+        found = re.match(r"Could not override '([^']+)'", str(exc))
+        if found is None:
+            raise
+        rest = [o for o in overrides if o.partition("=")[0].lstrip("~") != found.group(1)]
+        check_added_keys(compose("config", overrides=rest), [found.group(1)])
+        raise
+
+
+def plus_on_existing(argv: list[str], compose: Any) -> list[str]:
+    """``+key=v`` as ``++key=v`` where config.yaml has the key: keys once added with ``+``
+    (``+env_spec.lm_spec.price=...``) are in it now, and Hydra refuses to add them again."""
+    plus = [a for a in argv if a.startswith("+") and not a.startswith("++")]
+    if not plus:
+        return argv
+    base = compose("config", overrides=_job_overrides([a for a in argv if a not in plus])[0])
+    return [f"+{a}" if a in plus and OmegaConf.select(
+        base, a[1:].partition("=")[0], default=_ABSENT) is not _ABSENT else a for a in argv]
 
 
 def added_keys(overrides: list[str], compose: Any) -> list[str]:

@@ -201,6 +201,21 @@ def test_the_original_readme_commands_keep_their_agents():
     assert (config().use_goal, config().use_language_state) == (False, None)  # python train.py
 
 
+def test_lm_keys_agree_in_config_yaml_the_dataclass_and_docs():
+    import dataclasses
+
+    from ellm.lm.config import LMSpec, parse_lm_spec
+
+    block = config().env_spec.lm_spec
+    table = (ROOT / "docs" / "lm.md").read_text()
+    documented = set(re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE))
+    fields = {f.name for f in dataclasses.fields(LMSpec)}
+    assert set(block) == fields | {"openai_key", "all_goals"} <= documented
+    assert parse_lm_spec(block) == LMSpec()  # one set of defaults
+    price = config("env_spec.lm_spec.price=[1,2]").env_spec.lm_spec  # as docs/optimizers.md
+    assert parse_lm_spec(price).price == (1.0, 2.0)
+
+
 def test_what_each_method_makes_the_loop_do():
     assert METHODS["ellm"].goal_reward and not METHODS["ellm"].game_reward
     assert not METHODS["rnd"].goal_reward
@@ -244,8 +259,7 @@ def test_auto_replay_workers_fit_the_machine():
     (("agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True"), ["agent.noveld"]),
     (("agent._target_=baselines.icm_apt.ICMAPTAgent", "+agent.use_language=True"),
      ["agent.use_language"]),
-    (("+env_spec.lm_spec.price=[1.0,2.0]",), ["env_spec.lm_spec.price"]),
-    (("+env_spec.lm_spec.backoff=0",), ["env_spec.lm_spec.backoff"]),
+    (("++env_spec.lm_spec.price=[1.0,2.0]",), ["env_spec.lm_spec.price"]),
 ])
 def test_keys_a_schema_knows_may_be_added(overrides, added):
     check_added_keys(config(*overrides), added)
@@ -374,3 +388,32 @@ def test_an_agent_key_set_apart_from_its_top_level_key_must_agree_with_it(overri
     with pytest.raises(ConfigError, match=rf"agent\.{name}=.* and {name}=.* disagree"):
         validate(config(*overrides))
     validate(config(overrides[1], f"{name}={overrides[1].split('=')[1]}"))  # agreeing: fine
+
+
+def train_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_entry", ROOT / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("override, closest", [
+    ("num_train_frame=10", "num_train_frames"),
+    ("env_spec.lm_spec.budgett=3", "env_spec.lm_spec.budget"),
+])
+def test_a_misspelled_key_gets_did_you_mean_on_the_first_try(override, closest, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train_module().check_before_hydra([override])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"did you mean {closest}?" in err
+    assert "To append to your config use +" not in err
+
+
+def test_lm_keys_once_added_with_plus_still_may_be():
+    argv = ["+env_spec.lm_spec.backoff=0", "+env_spec.lm_spec.price=[1,2]", "+agent.noveld=True",
+            "agent=rnd"]
+    assert train_module().check_before_hydra(argv) == [
+        "++env_spec.lm_spec.backoff=0", "++env_spec.lm_spec.price=[1,2]", "++agent.noveld=True",
+        "agent=rnd"]

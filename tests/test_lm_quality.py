@@ -78,7 +78,7 @@ def test_scripted_model_scores_by_hand(server, tmp_path):
     # Three answers of 3 goals (2 of them game actions), then one with no bullet.
     answer = Reply.bullets("chop tree", "eat cow", "fly to the moon")
     server.push(answer, answer, answer, Reply("I am not sure what to do here."))
-    _, _, suggester = prepare(gpt(server, "+env_spec.lm_spec.price=[1.0,2.0]"), tmp_path)
+    _, _, suggester = prepare(gpt(server, "env_spec.lm_spec.price=[1.0,2.0]"), tmp_path)
     scores = score_crafter(suggester, hand_states(), SimpleOracle(paper_setting=True))
     # Matches: chop tree (state 1), attack cow (2), none (3); the 4th answer gives no goal.
     assert scores["suggested"] == 9 and scores["oracle_goals"] == 2 + 1 + 1 + 2
