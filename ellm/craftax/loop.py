@@ -147,7 +147,7 @@ class Engine:
             cov_inv
 
     def _rollout_step(self, carry, _):
-        s, worlds, used = carry
+        s, worlds, used, last = carry
         tables, cfg = self._tables, self.cfg
         key, k_act, k_env = jax.random.split(s.key, 3)
         mask, last_goals, fallback, keys = self.goals(s.cap, s.achieved, s.last_goals,
@@ -175,18 +175,29 @@ class Engine:
             visited=visited & keep[:, None, None], cov_inv=cov_inv,
             ep_goal=(s.ep_goal + r_goal) * keep, ep_extrinsic=(s.ep_extrinsic + step.reward) * keep,
             frame=s.frame + s.obs.shape[0], key=key)
-        return (s, worlds, used), out
+        # The observation (and goals) each env was truncated at: with num_steps below the episode
+        # limit, at most one per env per rollout, so one forward pass of N rows values them all.
+        cut = step.truncated.reshape(-1, 1)
+        last = (jnp.where(cut, step.obs, last[0]),
+                None if goal is None else jnp.where(cut, goal, last[1]))
+        return (s, worlds, used, last), out
 
     def iteration(self, s: SeedState, _):
         """A rollout of ``num_steps`` steps of every env, then the update."""
         cfg, tables = self.cfg, self._tables
         key, k_worlds = jax.random.split(s.key)
         worlds = self.env.worlds(k_worlds, cfg.reset_worlds)
-        (s, _, _), traj = jax.lax.scan(self._rollout_step, (s._replace(key=key), worlds,
-                                                            jnp.int32(0)), None, cfg.num_steps)
+        empty = (jnp.zeros_like(s.obs), None if not self.conditioned else
+                 jnp.zeros((s.obs.shape[0], tables.goal_emb.shape[1])))
+        (s, _, _, last), traj = jax.lax.scan(
+            self._rollout_step, (s._replace(key=key), worlds, jnp.int32(0), empty), None,
+            cfg.num_steps)
         mask, *_ = self.goals(s.cap, s.achieved, s.last_goals, tables.goal_table)
         q_after = self.net.apply(s.params, s.obs, self.goal_vector(mask, tables.goal_emb)).max(-1)
-        q_final = self.net.apply(s.params, traj["final_obs"], traj["goal"]).max(-1)
+        if cfg.num_steps < self.env.params.max_timesteps:
+            q_final = self.net.apply(s.params, *last).max(-1)[None]
+        else:  # an env may be truncated twice in one rollout: value every step's observation
+            q_final = self.net.apply(s.params, traj["final_obs"], traj["goal"]).max(-1)
         next_q = jnp.concatenate([traj["q_max"][1:], q_after[None]], axis=0)
         next_q = jnp.where(traj["truncated"], q_final, next_q)
         metrics = {"eps": traj["eps"].mean(), "goal_reward": traj["r_goal"].mean(),
