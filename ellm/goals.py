@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ellm.lm import GoalSuggester, LMCounters, TextState
+from ellm.lm import GoalSuggester, TextState
 
 
 class Goals(Protocol):
@@ -77,7 +77,7 @@ class NoGoals:
         return []
 
     def metrics(self) -> dict[str, float]:
-        return LMCounters().as_metrics()
+        return {}  # no LM: no lm.csv, no lm/ scalars
 
     def answering_client(self) -> Any:
         return None

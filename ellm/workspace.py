@@ -279,7 +279,7 @@ class Workspace:
         end = replace(end, fps=(self.counters.frame - window.frame) / window.timer.elapsed(),
                       times={**end.times, **window.timer.fractions()})
         summary, stats = end.summary, end.stats
-        lm = self.lm.log_now()
+        lm, updates = self.lm.log_now(), mean_metrics(window.updates)
         self.train_stats.write({**stats, "frame": self.counters.frame})
         self.logger.log({
             "train/episode_reward": summary["reward"],
@@ -295,15 +295,21 @@ class Workspace:
             **self.game.episode_metrics(stats),
             **{f"time/{k}": v for k, v in end.times.items()},
             **lm,
-            **{f"train/{k}": v for k, v in mean_metrics(window.updates).items()},
+            **{f"train/{k}": v for k, v in updates.items()},
         }, self.counters.frame)
-        kind = "game" if self.method.game_reward else "intrinsic"
-        status = (f"eps {self.agent.epsilon(self.counters.frame):.3f} | {kind} return "
-                  f"{summary['reward']:.2f}")
+        status = f"eps {self.agent.epsilon(self.counters.frame):.3f} | {self._shown_return(summary, updates)}"
         if self.last_eval:
             key, label = self.game.headline
             status += f" | last eval {self.last_eval[key]:.2f} {label}"
         self.progress.set_status(status)
+
+    def _shown_return(self, summary: dict[str, float], updates: dict[str, float]) -> str:
+        if self.method.game_reward:
+            return f"game return {summary['reward']:.2f}"
+        if self.method.goal_reward or "intrinsic_return" not in updates:
+            return f"intrinsic return {summary['reward']:.2f}"
+        # RND, NovelD, APT: their reward is computed per batch, at update
+        return f"intrinsic return {updates['intrinsic_return']:.2f} (batches)"
 
     def _eval_due(self) -> bool:
         every = self.cfg.eval_every_frames

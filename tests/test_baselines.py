@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -749,4 +750,17 @@ def test_random_actions_are_a_method_that_never_learns(train, tmp_path):
     assert snapshot(run)["agent"]["num_updates"] == 0
     rows = csv_rows(run / "train.csv")
     assert {float(r["epsilon"]) for r in rows} == {1.0} and "loss" not in rows[-1]
-    assert {float(row["queries"]) for row in csv_rows(run / "lm.csv")} == {0.0}
+    assert not (run / "lm.csv").exists()  # no LM: no all-zero LM records
+
+
+@pytest.mark.e2e
+def test_rnds_progress_line_shows_the_intrinsic_return_it_learns_from(train, tmp_path):
+    train("method=rnd", *TINY[:-1], "num_train_frames=60", "progress=true", "progress_every_s=0",
+          "exp_name=rnd")
+    (run,) = tmp_path.glob("exp_local/*/rnd_*")
+    shown = [float(x) for x in re.findall(r"intrinsic return ([\d.]+) \(batches\)",
+                                          (run / "train.log").read_text())]
+    learned = [float(r["intrinsic_return"]) for r in csv_rows(run / "train.csv")
+               if r.get("intrinsic_return")]
+    assert learned and max(shown) > 0 and f"{learned[0]:.2f}" in {f"{x:.2f}" for x in shown}
+    assert not (run / "lm.csv").exists()
