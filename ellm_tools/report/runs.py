@@ -65,6 +65,7 @@ EXTRINSIC = "Extrinsic reward"
 METHOD_LABELS: dict[str, str] = {
     "ellm-oracle": "ELLM-oracle", "ellm-dummy": "ELLM-dummy-LM", "novelty": "Novelty",
     "rnd": "RND", "noveld": "NovelD", "apt": "APT", "extrinsic": EXTRINSIC, "random": RANDOM,
+    "e3b": "E3B", "zero": "Zero reward (control)",
     # Language-feedback runs (llm_in_the_loop.llf_run): a policy that plays, never trained.
     "scripted-policy": "Scripted policy (follows fp)", "random-policy": "Random policy (text)",
 }
