@@ -323,3 +323,14 @@ def test_sweep_with_a_legacy_key_override_stores_and_prints_no_key(train, tmp_pa
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_the_smoke_preset_compares_two_methods_in_three_minutes(tmp_path):
+    started = time.monotonic()
+    proc = run_train(tmp_path, "-m", "preset=smoke", "method=ellm,rnd", "exp_name=smoke",
+                     timeout=300)
+    report = build_report([find_run(tmp_path, "smoke")], tmp_path / "report")
+    took = time.monotonic() - started
+    assert sorted(s.method for s in report.scores) == ["ELLM-oracle", "RND"]
+    assert all(len(s.eval_achievements) == 1 for s in report.scores), proc.stdout[-2000:]
+    assert took < 180, f"preset=smoke took {took:.0f} s"
