@@ -251,6 +251,12 @@ class Workspace:
             n = self.cfg.num_eval_episodes
             lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
                          f"{self.game.describe(self.last_eval)}.")
+        if (client := self.goals.answering_client()) is not None:
+            c = self.lm.counts()
+            lines.append(
+                f"LM {client.spec.lm}: {c.get('queries', 0):.0f} queries, {c.get('api_calls', 0):.0f} "
+                f"API calls, {c.get('cache_hits', 0):.0f} cache hits, {c.get('cache_misses', 0):.0f} "
+                f"cache misses; ${self.lm.spent():.4f} spent of its ${self.spec.lm.budget:.2f} budget.")
         lines += [f"Run dir: {self.run_dir}",
                   f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
         return "\n".join(lines)

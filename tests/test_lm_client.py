@@ -638,6 +638,13 @@ def test_a_server_that_is_not_listening_is_named_in_the_error(tmp_path, caplog):
 
 
 # ---- whose answers the cache serves -------------------------------------------------------------
+def test_cache_misses_count_every_lookup_the_cache_did_not_answer(server, tmp_path):
+    client = build_client(spec(), cache_dir=tmp_path, base_url=server.base_url)
+    assert client.complete(ASK) == client.complete(ASK) == "- chop tree\n- drink water"
+    m = client.metrics()
+    assert (m["cache_misses"], m["api_calls"], m["cache_hits"]) == (1, 1, 1)
+
+
 def test_a_local_servers_answers_never_pass_for_the_hosted_models(server, tmp_path, monkeypatch):
     # The old bug: a server whose model list failed was asked for gpt-4o-mini, and its answers
     # were then served to a client of OpenAI's gpt-4o-mini from the shared cache.

@@ -8,6 +8,7 @@ every retry gets no goals, the error is counted in the logs and training goes on
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ def test_failed_queries_give_no_goals_training_goes_on_and_no_key_is_written(tra
     assert float(lm["retries"]) == 2 * float(lm["api_errors"])  # only failures were retried
     assert float(lm["queries"]) > float(lm["api_errors"])
     assert float(lm["cache_hits"]) > 0
+    # The closing lines say what the LM did and cost.
+    assert re.search(rf"LM served-model: {float(lm['queries']):.0f} queries, "
+                     rf"{float(lm['api_calls']):.0f} API calls, {float(lm['cache_hits']):.0f} "
+                     r"cache hits, \d+ cache misses; \$0\.0000 spent of its \$1\.00 budget\.",
+                     proc.stdout), proc.stdout[-1500:]
     # That step had no goals; the others had the server's (novelty filter off), written as
     # the original wrote them in the paper setting.
     strings = (run / "buffer" / "strings.jsonl").read_text().splitlines()

@@ -253,7 +253,7 @@ class LMClient:
                 log_once(logging.WARNING, "%s: answering as if it were not cached", err)
         if cached is not None:
             self.count(cache_hits=1)
-        elif self.cache_only:
+        elif self.cache is not None or self.cache_only:
             self.count(cache_misses=1)
         return cached
 
