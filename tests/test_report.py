@@ -665,3 +665,33 @@ def test_plus_minus_says_what_it_is_and_shows_the_runs():
     assert _ms([1.0, 1.0, 1.0, 1.0]) == "1.00 ± 0.00 (4)"
     assert _ms([4.9]) == "4.90 (1)"
     assert "population std over runs (ddof=0)" in GLOSSARY and "half their" in GLOSSARY
+
+
+def test_figures_fit_their_titles_say_their_n_and_labels_with_commas_stay_whole(tmp_path):
+    from ellm_tools.report.figures import _pyplot, fitted_title
+
+    for label in ("ELLM-oracle [attack cow], guided", "RND"):
+        run = sent_run(tmp_path / "runs", safe(label), label, num_eval_episodes=5, seed=1)
+        (run / "eval.csv").write_text("frame,episode_reward,coverage\n0,0.5,3\n200,1.5,9\n")
+        (run / "eval").mkdir()
+        (run / "eval" / "stats.jsonl").write_text(
+            '{"length": 100, "reward": 1.0, "frame": 0}\n{"length": 100, "reward": 1.0, '
+            '"frame": 200, "achievement_collect_wood": 1}\n')
+    report = build_report([tmp_path / "runs"], tmp_path / "out")
+    for name in ("achievements_eval", "exploration_coverage"):
+        assert "each point: 5 evaluation episodes of each run" in figure(tmp_path / "out", name)[
+            "title"]
+    assert 'methods: "ELLM-oracle \\[attack cow\\], guided", RND.' in report.summary.read_text()
+    # The longest title, drawn as _save draws it, stays inside its figure.
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.set_title(fitted_title(figure(tmp_path / "out", "exploration_coverage")["title"], 7))
+    fig.tight_layout()
+    fig.canvas.draw()
+    box = ax.title.get_window_extent(fig.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1
+    plt.close(fig)
+
+
+def safe(label: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in label)

@@ -50,8 +50,8 @@ from ellm_tools.report.aggregate import (
 )
 from ellm_tools.report.copies import UnsafeOutput, output_dir, safe_name
 from ellm_tools.report.figures import bar_figure, line_figure
-from ellm_tools.report.records import UnreadableRun
-from ellm_tools.report.runs import SCORED, NotARunDir, Run, load_runs, method_name
+from ellm_tools.report.records import UnreadableRun, number
+from ellm_tools.report.runs import SCORED, NotARunDir, Run, cfg_get, load_runs, method_name
 from ellm_tools.report.summary import evals_label, render
 
 __all__ = ["NotARunDir", "Report", "Run", "UnreadableRun", "UnsafeOutput", "build_report",
@@ -115,9 +115,10 @@ def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) ->
     """Achievements, each game's progress metric, the collapse diagnostics and the coverage
     over frames."""
     runs, out = report.runs, report.out
+    per_point = f"\n({episodes_per_point(runs)})"
     lines = {
         "achievements_eval": (curves(crafter, eval_achievements),
-                              "Achievements unlocked per evaluation episode",
+                              "Achievements unlocked per evaluation episode" + per_point,
                               "achievements / episode"),
         "achievements_train": (curves(crafter, train_achievements(bin_frames)),
                                "Achievements unlocked per training episode",
@@ -125,13 +126,13 @@ def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) ->
         "collapse_top_action_share": (
             curves([r for r in runs if r.has_data and not r.csvs.get("iteration")],
                    metric_curve("top_action_share")),
-            "Share of the most frequent action per evaluation episode (1 = collapsed)",
+            "Share of the most frequent action per evaluation episode (1 = collapsed)" + per_point,
             "top action share"),
         "exploration_coverage": (
             curves([r for r in runs if r.has_data and not r.csvs.get("iteration")],
                    metric_curve("coverage")),
             ("Coverage per evaluation episode (Crafter: map cells visited; Housekeep: "
-             "objects and receptacles interacted with)"), "coverage"),
+             "objects and receptacles interacted with)" + per_point), "coverage"),
     }
     for game in (g.report for g in GAMES):
         if game.progress_metric is None:
@@ -139,11 +140,18 @@ def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) ->
         metric, title = game.progress_metric
         played = [r for r in runs if r.has_data and r.game is game]
         lines[f"{game.name}_{metric}"] = (
-            curves(played, metric_curve(metric)), title,
+            curves(played, metric_curve(metric)), title + per_point,
             " / ".join(sorted({k for r in played if (k := metric_key(r, metric))})))
     for name, (series, title, ylabel) in lines.items():
         if series:
             report.figures[name] = line_figure(out / f"{name}.png", series, title, ylabel)
+
+
+def episodes_per_point(runs: list[Run], what: str = "point") -> str:
+    counts = sorted({int(n) for r in runs if r.has_data
+                     and (n := number(cfg_get(r.config, "num_eval_episodes"))) is not None})
+    shown = " or ".join(map(str, counts)) or "?"
+    return f"each {what}: {shown} evaluation episodes of each run"
 
 
 def _return_figures(report: Report, optimised: list[Run]) -> None:
@@ -169,8 +177,8 @@ def _rate_figures(report: Report) -> None:
         rates = {m: r for m, r in rates.items() if r}
         if rates:
             n_runs = {s.method: len(getattr(s, f"{kind}_score")) for s in report.scores}
-            what = (evals_label(report.last_evals) if kind == "eval"
-                    else "all training episodes")
+            what = (f"{evals_label(report.last_evals)}; {episodes_per_point(report.runs, 'bar')}"
+                    if kind == "eval" else "all training episodes")
             report.figures[f"success_rates_{kind}"] = bar_figure(
                 report.out / f"success_rates_{kind}.png", SCORED.achievements, rates,
                 f"Success rates ({what})", "success rate (%)", n_runs)

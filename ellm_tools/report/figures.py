@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,16 @@ def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mappi
                    for m, v in series.items()]})
 
 
+def fitted_title(title: str, fig_width: float) -> str:
+    """``title`` wrapped to lines that fit a figure ``fig_width`` inches wide at 12 pt."""
+    width = max(20, int(fig_width * 10))
+    return "\n".join(textwrap.fill(line, width) for line in title.splitlines())
+
+
 def _save(fig, ax, path: Path, title: str, ylabel: str, legend: bool, data: dict) -> Path:
     """Label, save and close a figure; write the data behind it next to it as JSON."""
     ax.set_ylabel(_text(ylabel))
-    ax.set_title(_text(title))
+    ax.set_title(_text(fitted_title(title, fig.get_figwidth())))
     if legend:
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 1,
     "num_train_frames": 5_000_000,
     "eval_every_frames": 25_000,
+    "num_eval_episodes": 10,
     "use_extr_rew": False,
     "env_spec.name": "CrafterTextEnv-v1",
     "env_spec.single_task": None,

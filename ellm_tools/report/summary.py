@@ -56,6 +56,11 @@ def md(label: object) -> str:
         f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}"), text)
 
 
+def listed(labels: Sequence[str]) -> str:
+    """Labels joined by commas, each quoted where it holds one (``A [task], guided``)."""
+    return ", ".join(f'"{md(x)}"' if "," in x else md(x) for x in labels)
+
+
 def code(label: object, in_table: bool = True) -> str:
     """A label from a run's records as a Markdown code span (where nothing is markup)."""
     text = _CONTROL.sub(" ", str(label))
@@ -187,7 +192,7 @@ def render(report: Report) -> str:
     methods = list(dict.fromkeys(r.method for r in runs))
     out = ["# ELLM run report", "",
            (f"{len(runs)} run directories ({len(with_data)} with data) of {len(methods)} "
-            f"methods: {', '.join(map(md, methods))}."),
+            f"methods: {listed(methods)}."),
            "", "## Runs", "", *run_table(runs), ""]
     if report.skipped:
         out += ["**Runs skipped** (their records are not what a run writes):", "",
