@@ -1,0 +1,72 @@
+"""``python -m ellm_tools.report.intervals RUN_DIR...``: each method's last-evaluation metrics as
+the mean over seeds with a 95% Student-t confidence interval, the per-seed values beside it.
+
+The interval is mean +- t(0.975, n-1) * s / sqrt(n), s the sample standard deviation (ddof=1)
+over the seeds' values; each seed's value is its last evaluation's mean over its episodes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from ellm_tools.report.runs import NotARunDir, load_runs, method_name
+
+METRICS = (("episode_reward", "achievements / episode"),
+           ("achievements_without_wake_up", "without wake_up"),
+           ("score", "Crafter score %"), ("coverage", "coverage (cells)"))
+# Two-sided 95% quantiles of Student's t by degrees of freedom (1..30); beyond, the normal's.
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high) of the 95% t-interval; a single value has no interval (nan bounds)."""
+    n = len(values)
+    mean = float(np.mean(values))
+    if n < 2:
+        return mean, math.nan, math.nan
+    half = (T975[n - 2] if n - 1 <= len(T975) else 1.960) * float(np.std(values, ddof=1)) \
+        / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def rows(paths: Sequence[str]) -> list[str]:
+    by_method: dict[str, list] = defaultdict(list)
+    for run in load_runs(paths):
+        if run.csvs.get("eval"):
+            by_method[method_name(run.config)].append(run)
+    lines = ["| method | metric | mean [95% CI] | seeds: values |", "| --- | --- | --- | --- |"]
+    for method, runs in sorted(by_method.items()):
+        runs.sort(key=lambda r: r.config.get("seed", 0))
+        for key, label in METRICS:
+            values = [float(r.csvs["eval"][-1][key]) for r in runs
+                      if key in r.csvs["eval"][-1]]
+            if not values:
+                continue
+            mean, low, high = interval(values)
+            seeds = ", ".join(f"{v:.2f}" for v in values)
+            lines.append(f"| {method} | {label} | {mean:.2f} [{low:.2f}, {high:.2f}] | "
+                         f"{len(values)}: {seeds} |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run, sweep or Craftax run directories")
+    args = parser.parse_args(argv)
+    try:
+        print("\n".join(rows(args.runs)))
+    except NotARunDir as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
