@@ -9,13 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+try:
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig, OmegaConf
 
-from ellm.checkpoint import SNAPSHOT_NAME
-from ellm.conf import CONF_DIR
-from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
+    from ellm.checkpoint import SNAPSHOT_NAME
+    from ellm.conf import CONF_DIR
+    from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
+except ModuleNotFoundError as missing:  # the system python, not the project's venv
+    sys.exit(f"error: {sys.executable} has no {missing.name!r}: run .venv/bin/python train.py "
+             "(bash scripts/main.sh creates .venv) or activate the venv first")
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
@@ -198,10 +202,19 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:  # Ctrl-C: the actors are joined and the files closed by now
-        print(f"\ninterrupted at frame {workspace.counters.frame}; resume from the last "
-              f"snapshot with snapshot_path={run_dir}", file=sys.stderr)
-        sys.exit(130)
+        interrupted(f"interrupted at frame {workspace.counters.frame}; resume from the last "
+                    f"snapshot with snapshot_path={run_dir}")
     print("\n" + workspace.closing_message())
+
+
+def interrupted(message: str) -> None:
+    """Ctrl-C's last words, on stderr and in train.log (not twice on the console)."""
+    print(f"\n{message}", file=sys.stderr)
+    record = log.makeRecord(log.name, logging.WARNING, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+    sys.exit(130)
 
 
 def train_craftax(cfg: DictConfig, run_dir: Path) -> None:
@@ -220,9 +233,8 @@ def train_craftax(cfg: DictConfig, run_dir: Path) -> None:
         run.train()
     except KeyboardInterrupt:
         run.close()
-        print(f"\ninterrupted at frame {run.frame} per seed; resume from the last snapshot with "
-              f"snapshot_path={run_dir}", file=sys.stderr)
-        sys.exit(130)
+        interrupted(f"interrupted at frame {run.frame} per seed; resume from the last snapshot "
+                    f"with snapshot_path={run_dir}")
     print("\n" + run.closing_message())
 
 

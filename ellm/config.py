@@ -170,6 +170,10 @@ def validate(cfg: DictConfig) -> RunSpec:
                     "agent starts fresh and expl_agent_path only guides its exploration")
     game.validate(cfg, lm)
     method = resolve_method(cfg, game)
+    if cfg.use_goal and not (method.goal_reward or method.game_reward):
+        log.warning("use_goal=True with method=%s: its agent reads goals that pay it nothing (%s "
+                    "rewards novelty), and 'none' where no goal is suggested; drop use_goal=True "
+                    "unless that is the experiment", method.name, method.name.upper())
     device = resolve_device(cfg.device)
     check_precision(cfg.precision, device)
     check_compile(cfg.compile, device)

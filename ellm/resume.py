@@ -97,6 +97,11 @@ def resumed_config(cfg: DictConfig, overrides: Sequence[str],
             f"{', '.join(sorted(SAFE_ON_RESUME))} may change when resuming; drop the others "
             "(the snapshot's values are used), or start a new run from these weights with "
             "finetune_snapshot=True")
+    kept = taken.get("replay_buffer_size")
+    if kept is not None and kept < cfg.num_train_frames:
+        log.warning("replay_buffer_size stays the snapshot's %d, below num_train_frames=%d: the "
+                    "replay drops its oldest episodes past %d transitions", kept,
+                    cfg.num_train_frames, kept)
     return _updated(cfg, taken, "resuming with the run's own settings")
 
 

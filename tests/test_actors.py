@@ -304,6 +304,7 @@ def test_ctrl_c_stops_the_actors_and_the_run_cleanly(start):
     assert _gone(pids.values(), timeout=1.0)  # joined before the main process ended
     log = (out / "train.log").read_text()
     assert "did not stop" not in log and "was still starting" not in log  # each by itself
+    assert "interrupted at frame" in log.splitlines()[-1]  # the log says how it ended
 
 
 @pytest.mark.e2e

@@ -3,6 +3,7 @@ ConfigError naming its key; the run records its method and game; ignored keys ar
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
@@ -417,3 +418,39 @@ def test_lm_keys_once_added_with_plus_still_may_be():
     assert train_module().check_before_hydra(argv) == [
         "++env_spec.lm_spec.backoff=0", "++env_spec.lm_spec.price=[1,2]", "++agent.noveld=True",
         "agent=rnd"]
+
+
+def test_a_novelty_baseline_that_reads_goals_is_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger="ellm"):
+        validate(config("method=rnd", "use_goal=True"))
+    assert "use_goal=True with method=rnd: its agent reads goals that pay it nothing" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ellm"):
+        validate(config("method=rnd"))
+        validate(config("method=ellm"))
+    assert "use_goal=True" not in caplog.text
+
+
+def test_a_longer_resume_says_the_replay_keeps_its_capacity(monkeypatch, caplog, tmp_path):
+    from ellm import resume
+
+    recorded = {"config": {"num_train_frames": 240, "replay_buffer_size": 240}}
+    monkeypatch.setattr(resume.checkpoint, "resolve", lambda path, key: tmp_path)
+    monkeypatch.setattr(resume.checkpoint, "load", lambda path: ({}, recorded))
+    cfg = config(f"snapshot_path={tmp_path}", "num_train_frames=480")
+    with caplog.at_level(logging.WARNING, logger="ellm"):
+        out = resume.resumed_config(cfg, ["num_train_frames=480"])
+    assert (out.num_train_frames, out.replay_buffer_size) == (480, 240)
+    assert ("replay_buffer_size stays the snapshot's 240, below num_train_frames=480"
+            in caplog.text)
+
+
+@pytest.mark.e2e
+def test_a_python_without_the_projects_packages_gets_one_line():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-S", str(ROOT / "train.py"), "seed=1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and ".venv/bin/python train.py" in proc.stderr
