@@ -11,7 +11,7 @@
 Beside them: the sandbox the written code runs in (:mod:`llm_in_the_loop.sandbox`), the adapter
 from Trace to the project's LM client (:mod:`llm_in_the_loop.opto_llm`), Meta-World pick-place
 with feedback (:mod:`llm_in_the_loop.metaworld_feedback`) and the optimisers' LM usage metrics
-(:mod:`llm_in_the_loop.optim_log`). Each entry point's config sits beside it (``llf.yaml``, ...).
+(:mod:`llm_in_the_loop.optim_log`). The entry points' configs are in ``llm_in_the_loop/conf/`` (``llf.yaml``, ...).
 The exploration baselines that plug into the training loop are in :mod:`baselines`.
 """
 

@@ -1,5 +1,5 @@
 """A code-as-policy run (``python -m llm_in_the_loop.code_policy_run [key=value ...]``, config
-``code_policy.yaml`` beside this module, every key documented there): each iteration plays one
+``conf/code_policy.yaml``, every key documented there): each iteration plays one
 rollout of the current policy code and, with ``optimizer=llm``, takes one OptoPrime step from its
 feedback, or one after each env step with ``optimize_every=step``
 (:mod:`llm_in_the_loop.code_policy`, :mod:`llm_in_the_loop.opto_llm`).
@@ -54,6 +54,7 @@ from llm_in_the_loop.code_policy import (
     sandboxed,
     step_feedback,
 )
+from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.sandbox import ISOLATIONS, Sandbox
 from llm_in_the_loop.sandbox.bwrap import problem as sandbox_problem
@@ -348,4 +349,4 @@ class CodePolicyRun:
 
 
 if __name__ == "__main__":
-    hydra_entry(CodePolicyRun, Path(__file__).with_name("code_policy.yaml"))
+    hydra_entry(CodePolicyRun, CONF_DIR / "code_policy.yaml")

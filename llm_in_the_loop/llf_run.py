@@ -1,5 +1,5 @@
 """A language-feedback run (``python -m llm_in_the_loop.llf_run [key=value ...]``, config
-``llf.yaml`` beside this module, every key documented there): a policy of
+``conf/llf.yaml``, every key documented there): a policy of
 :mod:`llm_in_the_loop.llf` plays ``num_episodes`` episodes of ``llf-crafter-v0`` or
 ``llf-housekeep-v0`` and the run directory reads like a training run's, so ``python -m
 ellm_tools.report`` shows it beside the DQN methods.
@@ -44,6 +44,7 @@ from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import boolean, integer, is_int, non_negative, one_of, parse, valid
 from ellm.timing import EverySeconds, duration
+from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from text_crafter import StatsWriter, achievements_unlocked, crafter_score, success_rates
 from text_crafter.tasks import SINGLE_TASKS
@@ -244,4 +245,4 @@ class LLFRun:
 
 
 if __name__ == "__main__":
-    hydra_entry(LLFRun, Path(__file__).with_name("llf.yaml"))
+    hydra_entry(LLFRun, CONF_DIR / "llf.yaml")

@@ -1,5 +1,5 @@
 """A policy-search run (``python -m llm_in_the_loop.policy_search_run [key=value ...]``, config
-``policy_search.yaml`` beside this module, every key documented there): warm-up with random
+``conf/policy_search.yaml``, every key documented there): warm-up with random
 settings, then ``iterations`` proposals of :mod:`llm_in_the_loop.policy_search` (by the language
 model, or at random for the reference), each played for ``episodes_per_iteration`` episodes;
 the best setting so far is evaluated every ``eval_every`` proposals and at the end, and with
@@ -49,6 +49,7 @@ from ellm.lm import build_client
 from ellm.logger import Logger
 from ellm.schema import boolean, integer, is_int, is_num, non_negative, one_of, parse, valid
 from ellm.timing import EverySeconds, duration
+from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.policy_search import (
     FALLBACK_STATUSES,
@@ -363,4 +364,4 @@ class PolicySearchRun:
 
 
 if __name__ == "__main__":
-    hydra_entry(PolicySearchRun, Path(__file__).with_name("policy_search.yaml"))
+    hydra_entry(PolicySearchRun, CONF_DIR / "policy_search.yaml")

@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 
 from llm_in_the_loop import code_policy_run, policy_search_run
+from llm_in_the_loop.conf import CONF_DIR
 
 
 def composed(entry: str, tmp_path: Path, *overrides: str) -> Any:
-    """``llm_in_the_loop/ENTRY.yaml`` as Hydra composes it for the command line."""
-    with initialize_config_dir(str(ROOT / "llm_in_the_loop"), version_base="1.3"):
+    """``llm_in_the_loop/conf/ENTRY.yaml`` as Hydra composes it for the command line."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return compose(entry, overrides=[f"env_spec.lm_spec.cache_dir={tmp_path}", *overrides])
 
 
@@ -72,3 +72,9 @@ def test_props_tutorial_runs_from_its_name(tmp_path):
     record = (tmp_path / "run" / "config.json").read_text()
     assert '"experiment": "props_tutorial"' in record
     assert "eval_return" in (tmp_path / "run" / "iteration.csv").read_text()
+
+
+def test_the_entry_configs_folder_holds_no_folder_hydra_would_take_for_a_group(tmp_path):
+    # Beside the code, the sandbox/ package made sandbox=none a group override, refused.
+    assert not [p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert composed("code_policy", tmp_path, "sandbox=none").sandbox == "none"

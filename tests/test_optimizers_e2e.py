@@ -158,3 +158,18 @@ def test_a_rejected_config_leaves_no_directory(tmp_path, entry, overrides, messa
     proc = run(tmp_path, entry, "exp_name=BAD", *overrides)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert not list(tmp_path.glob("exp_local/*/BAD_*"))
+
+
+@pytest.mark.e2e
+def test_code_policy_runs_with_sandbox_none_as_the_docs_write_it(tmp_path):
+    # Hydra reads every folder beside an entry's config as a group: with the config beside the
+    # sandbox package, sandbox=none was refused as "Could not override 'sandbox'".
+    pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
+    proc = run(tmp_path, "code_policy_run", "sandbox=none", "exp_name=NONE", "iterations=1",
+               "num_eval_episodes=1", "env_spec.name=llf-crafter-v0", "env_spec.length=5",
+               "env_spec.lm_spec.dummy_lm=true")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "policy code runs WITHOUT OS isolation" in proc.stdout + proc.stderr
+    d = find_run(tmp_path, "NONE")
+    assert json.loads((d / "config.json").read_text())["sandbox"] == "none"
+    assert [float(r["steps"]) for r in csv_rows(d / "iteration.csv")] == [5]

@@ -16,6 +16,7 @@ from openai_test_server import OpenAITestServer, Reply
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.lm.pricing import resolve_price
+from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.policy_search import (
     EXAMPLE,
     REASK,
@@ -235,7 +236,7 @@ def test_forager_task_returns_progress_and_speed():
 
 @pytest.mark.parametrize("name", ["policy_search.yaml", "code_policy.yaml", "llf.yaml"])
 def test_every_config_key_is_documented_where_it_is_defined(name):
-    lines = (Path(__file__).resolve().parents[1] / "llm_in_the_loop" / name).read_text().splitlines()
+    lines = (CONF_DIR / name).read_text().splitlines()
     body = lines[:next(i for i, line in enumerate(lines) if line.startswith("hydra:"))]
     keys = [line for line in body if line.strip() and not line.lstrip().startswith("#")]
     assert keys and all(" # " in line or line.endswith(":") for line in keys), [

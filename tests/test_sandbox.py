@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from ellm.errors import ConfigError
 from llm_in_the_loop.code_policy_run import validate
+from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.sandbox import GRACE, Sandbox, SandboxUnavailable
 from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
 
@@ -305,7 +306,7 @@ def test_without_the_os_sandbox_code_is_refused_unless_none(monkeypatch, caplog)
     try:
         with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
             Sandbox()
-        cfg = OmegaConf.load(ROOT / "llm_in_the_loop" / "code_policy.yaml")
+        cfg = OmegaConf.load(CONF_DIR / "code_policy.yaml")
         cfg.env_spec.lm_spec.base_url = "http://127.0.0.1:9/v1"
         with pytest.raises(ConfigError, match="sandbox=os: bubblewrap is not installed.*"
                                               "sandbox=none runs it without OS isolation"):
