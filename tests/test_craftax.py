@@ -5,6 +5,7 @@ table and the lambda-returns. One env step is compiled per session, at its small
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -244,3 +245,30 @@ def test_lambda_returns_by_hand():
     g1 = 0.0 + gamma * (lam * g2 + (1 - lam) * 4.0)
     g0 = 1.0 + gamma * (lam * g1 + (1 - lam) * 3.0)
     assert got == pytest.approx([g0, g1, g2, g3])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["novelty", "noveld", "e3b", "extrinsic", "zero", "random"])
+def test_every_method_compiles_and_updates(tmp_path, method):
+    from hydra import compose, initialize_config_dir
+
+    from ellm.craftax.loop import to_host
+    from ellm.craftax.run import CraftaxRun
+
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(str(root), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "env_spec.name=Craftax-Classic-v2", f"method={method}", "seeds=2",
+            "craftax.num_envs=4", "craftax.num_steps=4", "craftax.hidden=8",
+            "craftax.minibatches=2", "craftax.reset_worlds=2", "env_spec.length=20"])
+    run = CraftaxRun(cfg, tmp_path)
+    _states, (metrics, records) = to_host(run.engine.make_chunk(2)(run.states, run.tables))
+    assert records["done"].shape == (2, 2, 4, 4)  # seeds, updates, steps, envs
+    learns = method != "random"
+    assert ("loss" in metrics) == learns
+    for value in metrics.values():
+        assert np.isfinite(value).all()
+    assert ("bonus_loss" in metrics) == (method in ("noveld", "e3b"))
+    if method == "random":
+        assert (metrics["eps"] == 1.0).all()
+    run.close()
