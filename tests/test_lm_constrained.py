@@ -147,13 +147,14 @@ def test_true_on_an_unknown_server_sends_openais_response_format(server, tmp_pat
                                                "strict": True}}
 
 
-def test_a_constrained_request_asks_for_at_most_64_goals_whatever_max_num_goals(server,
-                                                                                tmp_path):
+def test_a_constrained_request_asks_for_at_most_64_goals(server, tmp_path):
     server.push(Reply(json.dumps({"goals": ["chop tree"]})))
-    lm = suggester(server, tmp_path, constrained=True, max_num_goals=1000)
+    lm = suggester(server, tmp_path, constrained=True, max_num_goals=64)
     assert lm.suggest(STATE) == ["chop tree"]
     schema = server.requests[0].body["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["goals"]["maxItems"] == 64
+    with pytest.raises(ValueError, match=r"max_num_goals=1000 is invalid.*\[1, 64\]"):
+        suggester(server, tmp_path, constrained=True, max_num_goals=1000)
 
 
 @pytest.mark.parametrize(("owned_by", "constrained"), [("test", "auto"), ("me", "false")])
