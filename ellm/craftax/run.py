@@ -193,7 +193,7 @@ class CraftaxRun:
                 row["train/achievements"] = float(np.mean([e["achievements"] for e in episodes]))
                 row["train/episode_length"] = float(np.mean([e["length"] for e in episodes]))
                 row["train/game_return"] = float(np.mean([e["reward"] for e in episodes]))
-                row["train/intrinsic_return"] = float(np.mean(
+                row["train/goal_return"] = float(np.mean(
                     rec["ep_goal"][np.nonzero(done)]))
             logger.log(row, self.frame)
         if self.spec.goal_source == "llm":
@@ -316,7 +316,7 @@ def eval_metrics(episodes: list[dict[str, Any]], goal_returns) -> dict[str, floa
         "eval/coverage": float(np.mean([e["coverage"] for e in episodes])),
         "eval/episode_length": float(np.mean([e["length"] for e in episodes])),
         "eval/game_return": float(np.mean([e["reward"] for e in episodes])),
-        "eval/intrinsic_return": float(np.mean(goal_returns)),
+        "eval/goal_return": float(np.mean(goal_returns)),
         **{f"achievements/{name}": rate for name, rate in rates.items()},
     }
 
