@@ -702,8 +702,10 @@ def test_baseline_trains_checkpoints_and_resumes_through_train_py(train, tmp_pat
     if "intrinsic" in first["agent"]:  # the resolved language input the report labels by
         language_logged = any("_language_" in k and v for k, v in train_rows[-1].items())
         assert config["language_input"] is language_logged, name
-    queries = {float(row["queries"]) for row in csv_rows(run / "lm.csv")}
-    assert (queries == {0.0}) == (name in NO_LM), queries
+    # A run whose agent reads no goal asks no LM and writes no LM records.
+    assert (run / "lm.csv").exists() != (name in NO_LM), name
+    if name not in NO_LM:
+        assert max(float(row["queries"]) for row in csv_rows(run / "lm.csv")) > 0
 
     train(*overrides, *TINY, "num_train_frames=80", f"snapshot_path={run}",
           f"exp_name={name}")
