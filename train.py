@@ -181,21 +181,14 @@ def effective_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
 def main(cfg: DictConfig) -> None:
     from ellm import interrupt
     from ellm.actors import ActorFailed
-    from ellm.checkpoint import CheckpointError
-    from ellm.config import ConfigError
     from ellm.workspace import Workspace
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
     if str(cfg.env_spec.name).startswith("Craftax"):
         return train_craftax(cfg, run_dir)
-    try:
-        workspace = Workspace(effective_config(cfg, list(HydraConfig.get().overrides.task)),
-                              run_dir)
-    except (ConfigError, CheckpointError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        remove_if_empty(run_dir)
-        sys.exit(CONFIG_ERROR)
+    workspace = build_or_exit(lambda: Workspace(
+        effective_config(cfg, list(HydraConfig.get().overrides.task)), run_dir), run_dir)
     try:
         workspace.train()
     except ActorFailed as exc:  # its traceback is in the log already
@@ -205,6 +198,19 @@ def main(cfg: DictConfig) -> None:
         interrupted(f"interrupted at frame {workspace.counters.frame}; resume from the last "
                     f"snapshot with snapshot_path={run_dir}")
     print("\n" + workspace.closing_message())
+
+
+def build_or_exit(make: Any, run_dir: Path) -> Any:
+    """The run ``make`` builds; a config it refuses exits 2 and leaves no run dir."""
+    from ellm.checkpoint import CheckpointError
+    from ellm.config import ConfigError
+
+    try:
+        return make()
+    except (ConfigError, CheckpointError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        remove_if_empty(run_dir)
+        sys.exit(CONFIG_ERROR)
 
 
 def interrupted(message: str) -> None:
@@ -219,16 +225,9 @@ def interrupted(message: str) -> None:
 
 def train_craftax(cfg: DictConfig, run_dir: Path) -> None:
     """The Craftax engine's run (docs/craftax.md): the same front door, records and exit codes."""
-    from ellm.checkpoint import CheckpointError
-    from ellm.config import ConfigError
     from ellm.craftax.run import CraftaxRun
 
-    try:
-        run = CraftaxRun(cfg, run_dir)
-    except (ConfigError, CheckpointError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        remove_if_empty(run_dir)
-        sys.exit(CONFIG_ERROR)
+    run = build_or_exit(lambda: CraftaxRun(cfg, run_dir), run_dir)
     try:
         run.train()
     except KeyboardInterrupt:
