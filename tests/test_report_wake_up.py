@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ellm_tools.report.wake_up import main, without_wake_up
 
-RECORDS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RECORDS = Path(__file__).resolve().parent.parent / "results"
 
 
 def _run(path: Path, seed: int, episodes: list[tuple[int, list[str]]]) -> None:
