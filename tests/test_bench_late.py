@@ -11,15 +11,15 @@ import pytest
 from conftest import csv_rows
 
 from ellm.replay.storage import list_episode_files, load_episode, save_episode
-from ellm_tools.bench_late import (
+from ellm_tools.bench.late import (
     PAPER,
     Schedule,
     _LoopClock,
     eval_episodes_for,
     late_phase,
     project,
-    tile_episodes,
 )
+from ellm_tools.bench.replay_data import tile_episodes
 
 
 def test_projection_weights_each_phase_by_its_frames():
@@ -71,7 +71,7 @@ def test_late_phase_times_evaluations_on_a_prefilled_replay():
 
 
 def test_memory_fit_and_zlib_frames():
-    from ellm_tools.replay_memory import ZlibFrames, linear_fit
+    from ellm_tools.bench.replay_memory import ZlibFrames, linear_fit
 
     assert linear_fit([(250_000, 2000.0), (1_000_000, 7000.0)]) == pytest.approx(
         (2000.0 - 250_000 * 5000 / 750_000, 5000 / 750_000))
@@ -111,7 +111,7 @@ def test_late_phase_with_actors_holds_their_epsilon_and_times_after_their_start(
 
 
 def test_the_late_phase_needs_a_window_of_frames(capsys):
-    from ellm_tools.bench import main
+    from ellm_tools.bench.__main__ import main
 
     with pytest.raises(SystemExit):
         main(["--late", "--frames", "0", "--prefill", "0", "num_actors=2"])

@@ -20,6 +20,7 @@ CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ellm").rglob("*.py")
 TOOLS = "ellm_tools"
 # The report presents any game's runs too: through each game's GameReport, never its package.
 REPORT = sorted(str(p.relative_to(ROOT)) for p in (ROOT / TOOLS / "report").glob("*.py"))
+PACKAGES = ("ellm", TOOLS, "llm_in_the_loop", "baselines", "text_game", *GAMES)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -45,10 +46,16 @@ def test_no_core_or_report_module_imports_a_game_and_the_method_no_tool(module):
 def test_the_tools_sit_apart_from_the_method():
     assert len(CORE) > 40  # the walk found the method
     for name in ("report", "lm_quality", "serve.py", "serve_guard.py", "llama.py",
-                 "llama_grammar.py", "bench.py", "bench_late.py", "bench_actors.py",
-                 "bench_replay.py", "replay_memory.py", "bench_baselines.py"):
+                 "llama_grammar.py", "bench"):
         assert (ROOT / TOOLS / name).exists(), name
-    assert not [p for p in (ROOT / "ellm").rglob("*bench*.py")]
+    # Every benchmark in one package, the front door (python -m ellm_tools.bench) and the rest.
+    assert sorted(p.name for p in (ROOT / TOOLS / "bench").glob("*.py")) == [
+        "__init__.py", "__main__.py", "actors.py", "baselines.py", "common.py", "craftax.py",
+        "crafter.py", "housekeep.py", "late.py", "lm.py", "loop.py", "replay.py",
+        "replay_data.py", "replay_memory.py", "sandbox.py"]
+    strays = [p for package in PACKAGES for p in (ROOT / package).rglob("*bench*.py")
+              if p.parent != ROOT / TOOLS / "bench" and p.name != "llf_bench.py"]  # LLF-Bench's
+    assert not strays, strays
     assert len(REPORT) > 3  # the glob found the report
 
 
@@ -68,7 +75,7 @@ def test_the_sandbox_is_one_package_that_imports_no_task():
                    or (m.split(".")[0] in project and not m.startswith("llm_in_the_loop.sandbox"))}
         assert not foreign, f"{path.name} imports {sorted(foreign)}"
         assert "def bench" not in path.read_text(), f"{path.name}: benches live in {TOOLS}"
-    assert (ROOT / TOOLS / "bench_sandbox.py").exists()
+    assert (ROOT / TOOLS / "bench" / "sandbox.py").exists()
 
 
 def test_the_method_pieces_that_need_no_game_load_none():

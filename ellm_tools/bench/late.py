@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ellm.replay.storage import episode_filename, list_episode_files
+from ellm_tools.bench.common import compose, private_mib
+from ellm_tools.bench.replay_data import tile_episodes
 
 
 @dataclass(frozen=True)
@@ -85,20 +86,6 @@ def project(s: Schedule, early: float, late: float, eval_step: float,
 def eval_episodes_for(frames: int, s: Schedule = PAPER) -> int:
     """The schedule's evaluation episodes per frame, scaled to a window of ``frames``."""
     return max(1, round(frames * s.eval_episodes / s.eval_every))
-
-
-def tile_episodes(replay_dir: Path, transitions: int) -> int:
-    """Hard-link the episode files in ``replay_dir`` under new indices, in turn, until they hold
-    at least ``transitions``; returns the transitions held."""
-    files = list_episode_files(replay_dir)
-    if not files:
-        raise ValueError(f"no episode files in {replay_dir} to tile")
-    held, index, i = sum(f.length for f in files), files[-1].index + 1, 0
-    while held < transitions:
-        f = files[i % len(files)]
-        os.link(f.path, replay_dir / episode_filename(index, f.length))
-        held, index, i = held + f.length, index + 1, i + 1
-    return held
 
 
 class _Timed:
@@ -223,11 +210,10 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
     :func:`warmup_frames` (with actors)."""
     from ellm.replay import ReplayStorage
     from ellm.workspace import Workspace
-    from ellm_tools.bench import _compose
 
     n = eval_episodes_for(frames)
     # random actions for ``collect`` frames (the seed frames): real frames and captions
-    cfg = _compose([*LATE_RUN, f"num_eval_episodes={n}", f"num_train_frames={collect}",
+    cfg = compose([*LATE_RUN, f"num_eval_episodes={n}", f"num_train_frames={collect}",
                     f"num_seed_frames={collect + 1}", *overrides])
     actors = cfg.num_actors if isinstance(cfg.num_actors, int) else 1  # else Workspace says
     skip = (warmup_frames(actors) if warmup is None else warmup) if actors > 1 else 0
@@ -274,8 +260,6 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
 def memory_mib() -> dict[str, float]:
     """This process's resident and private memory and its children's private memory (replay
     workers), in MiB, from /proc."""
-    from ellm_tools.bench_replay import private_mib
-
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
                   .splitlines() if ":" in line)
     kib = {k: float(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}

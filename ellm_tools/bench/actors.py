@@ -33,8 +33,8 @@ from itertools import pairwise
 from pathlib import Path
 
 from ellm.config import usable_cpus
+from ellm_tools.bench.common import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
        "env_spec.lm_spec.lm_class=SimpleOracle", "device=cpu", "progress=true",
        "progress_every_s=1", "num_eval_episodes=0", "save_snapshot=false", "eval_every_frames=100000000"]

@@ -1,6 +1,6 @@
 """Speed of Text-Crafter against raw Crafter, measured side by side in one process.
 
-    python -m text_crafter.bench [--steps 4000] [--rounds 5] [--seed 0]
+    python -m ellm_tools.bench.crafter [--steps 4000] [--rounds 5] [--seed 0]
 
 Both envs get the same seeds and the same random action sequence (each text action is mapped
 to its upstream Crafter action for the raw env), 400-step episodes. Rounds alternate between
@@ -42,7 +42,8 @@ def _run(text: bool, actions: list[int], seed: int) -> tuple[float, list[float]]
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench.crafter",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4000, help="steps per env per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)

@@ -1,5 +1,5 @@
-"""Replay memory at scale (``python -m ellm_tools.bench_replay --memory``), and frames compressed one
-by one in memory, measured against the current arrays.
+"""Replay memory at scale (``python -m ellm_tools.bench.replay --memory``), and frames compressed
+one by one in memory, measured against the current arrays.
 
 Each size is loaded in a fresh process so that its memory is its own; the frames dominate
 (7,056 B per 84x84 transition), so memory grows linearly with the transitions held and two
@@ -21,8 +21,15 @@ import torch
 from ellm.replay.loader import make_replay_loader
 from ellm.replay.sampling import EpisodeShard, _stack_into
 from ellm.replay.storage import list_episode_files, load_episode
-from ellm_tools.bench_late import tile_episodes
-from ellm_tools.bench_replay import BATCH, GAMMA, NSTEP, STACK, private_mib, write_crafter_episodes
+from ellm_tools.bench.common import private_mib
+from ellm_tools.bench.replay_data import (
+    BATCH,
+    GAMMA,
+    NSTEP,
+    STACK,
+    tile_episodes,
+    write_crafter_episodes,
+)
 
 PAPER_CAPACITY = 5_000_000
 

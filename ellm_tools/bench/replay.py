@@ -1,7 +1,7 @@
 """Replay benchmark on real Crafter frames: bytes per transition, sampling speed, worker RAM.
 
-    python -m ellm_tools.bench_replay [--episodes 20] [--length 400] [--batches 300]
-    python -m ellm_tools.bench_replay --memory 250000,1000000 [--workers 0,2] [--episodes 4]
+    python -m ellm_tools.bench.replay [--episodes 20] [--length 400] [--batches 300]
+    python -m ellm_tools.bench.replay --memory 250000,1000000 [--workers 0,2] [--episodes 4]
 
 ``--memory`` writes ``--episodes`` real episodes, tiles their files (hard links) up to the
 largest size, and for each size and worker count starts a fresh process that loads that many
@@ -25,34 +25,10 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ellm.replay.loader import ReplayDataset, ShardSampler, make_replay_loader
 from ellm.replay.sampling import EpisodeShard
-from ellm.replay.storage import EpisodeStart, ReplayStorage, Row, list_episode_files, load_episode
-from ellm.replay.strings import StringTable
-
-GAMMA, NSTEP, STACK, BATCH = 0.99, 3, 4, 64
-
-
-def crafter_frames(length: int, seed: int) -> list[np.ndarray]:
-    """One random-action Crafter episode as 84x84 grayscale frames (64x64 render, resized)."""
-    import crafter
-    from PIL import Image
-
-    env = crafter.Env(size=(64, 64), length=length, seed=seed)
-    rgb = [env.reset()]
-    rng = np.random.default_rng(seed)
-    while len(rgb) <= length:
-        obs, _, done, _ = env.step(int(rng.integers(env.action_space.n)))
-        rgb.append(obs)
-        if done:
-            rgb.append(env.reset())  # keep going: only the pixels matter here
-    gray = [Image.fromarray(x).convert("L").resize((84, 84), Image.BILINEAR) for x in rgb]
-    return [np.asarray(g, np.uint8) for g in gray[: length + 1]]
-
-
-def private_mib(pid: int) -> float:
-    """Private (unshared) resident memory of a process, in MiB."""
-    fields = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-    kib = sum(int(f.split()[1]) for f in fields if f.startswith(("Private_Clean", "Private_Dirty")))
-    return kib / 1024
+from ellm.replay.storage import list_episode_files, load_episode
+from ellm_tools.bench.common import private_mib
+from ellm_tools.bench.replay_data import BATCH, GAMMA, NSTEP, STACK, write_crafter_episodes
+from ellm_tools.bench.replay_memory import memory_bench
 
 
 class _TensorBatches(IterableDataset):
@@ -97,7 +73,8 @@ def rate(it, batches: int, work_s: float = 0.0) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench.replay",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--length", type=int, default=400)
     parser.add_argument("--batches", type=int, default=300)
@@ -108,8 +85,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.memory:
-        from ellm_tools.replay_memory import memory_bench
-
         memory_bench([int(n) for n in args.memory.split(",")],
                      [int(n) for n in args.workers.split(",")], args.episodes, args.length,
                      args.batches)
@@ -118,21 +93,6 @@ def main(argv: list[str] | None = None) -> None:
         shard = storage_costs(Path(tmp), args.episodes, args.length)
         sampling_costs(Path(tmp), shard, args.batches)
         print(f"pid {os.getpid()} done")
-
-
-def write_crafter_episodes(d: Path, episodes: int, length: int) -> tuple[int, float]:
-    """Write ``episodes`` random-action Crafter episodes to ``d``; returns (transitions, seconds
-    spent storing them)."""
-    storage = ReplayStorage(d, StringTable(d / "strings.jsonl"))
-    write_s = 0.0
-    for ep in range(episodes):
-        frames = crafter_frames(length, seed=ep)
-        t = time.perf_counter()
-        storage.add_first(EpisodeStart(frames[0], f"text {ep} 0", "goal"))
-        for i, f in enumerate(frames[1:], 1):
-            storage.add(Row(f, i % 17, 0.1, 1.0, f"text {ep} {i % 50}", "goal", i == length))
-        write_s += time.perf_counter() - t
-    return storage.num_transitions, write_s
 
 
 def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:

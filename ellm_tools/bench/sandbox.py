@@ -1,6 +1,6 @@
 """The cost of the policy-code sandbox (llm_in_the_loop/sandbox/): starts, loads, calls.
 
-    python -m ellm_tools.bench_sandbox [--calls 1000] [--rollouts 10]
+    python -m ellm_tools.bench.sandbox [--calls 1000] [--rollouts 10]
 
 Times the one-off check that the OS sandbox works here, a worker's start and first load, later
 loads, and calls back to back and 1 ms apart (as after an environment step), with each
@@ -92,7 +92,8 @@ def bench_rollouts(rollouts: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench.sandbox",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rollouts", type=int, default=0,
                         help="also time this many Meta-World rollouts (needs '.[optim]')")

@@ -1,6 +1,6 @@
 """Cost of one update of each baseline against ELLM's DQN, measured side by side in one process.
 
-    python -m ellm_tools.bench_baselines [--updates 30] [--batch-size 64] [--precision bf16]
+    python -m ellm_tools.bench.baselines [--updates 30] [--batch-size 64] [--precision bf16]
         [--compile]
 
 Builds the DQN, RND, NovelD and APT agents at their config.yaml sizes (pixels only, 139
@@ -41,7 +41,8 @@ def _replay(replay_dir: Path, episodes: int = 8, length: int = 100) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench.baselines",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",

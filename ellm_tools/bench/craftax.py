@@ -18,15 +18,15 @@ from pathlib import Path
 
 import jax
 
-from ellm_tools.bench import BASE, _compose, _run_fps, _workspace
+from ellm_tools.bench.common import BASE, compose, run_fps, workspace
 
 
 def craftax_fps(method: str, seeds: int, chunks: int, overrides: list[str]) -> dict[str, float]:
     from ellm.craftax.loop import to_host
     from ellm.craftax.run import CraftaxRun
 
-    cfg = _compose(["env_spec.name=Craftax-Classic-v1", f"method={method}", f"seeds={seeds}",
-                    "use_tb=false", "use_wandb=false", "save_snapshot=false", *overrides])
+    cfg = compose(["env_spec.name=Craftax-Classic-v1", f"method={method}", f"seeds={seeds}",
+                   "use_tb=false", "use_wandb=false", "save_snapshot=false", *overrides])
     with tempfile.TemporaryDirectory() as tmp:
         run = CraftaxRun(cfg, Path(tmp))
         opts = run.spec.options
@@ -52,9 +52,9 @@ def torch_fps(frames: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         overrides = [*BASE, f"num_train_frames={frames}", "num_seed_frames=200",
                      "replay_buffer_num_workers=0", "env_spec.length=200"]
-        ws = _workspace(overrides, Path(tmp))
+        ws = workspace(overrides, Path(tmp))
         ws.train()
-        return _run_fps(Path(tmp))
+        return run_fps(Path(tmp))
 
 
 def craftax_bench(seeds: int, chunks: int, frames: int, overrides: list[str]) -> dict:

@@ -1,7 +1,7 @@
 """Speed of Text-Housekeep on the symbolic backend (random actions, resets included).
 
-    python -m text_housekeep.bench [--task pomaria_2_int] [--ep-num 0] [--steps 20000]
-                                   [--action-mode lowlevel] [--length 1000] [--seed 0]
+    python -m ellm_tools.bench.housekeep [--task pomaria_2_int] [--ep-num 0] [--steps 20000]
+                                         [--action-mode lowlevel] [--length 1000] [--seed 0]
 
 Prints env steps/s (text layer + backend + picture) and, separately, the backend alone.
 """
@@ -19,7 +19,7 @@ from text_housekeep.symbolic import ACTION_MODES, SymbolicBackend
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m text_housekeep.bench")
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench.housekeep")
     parser.add_argument("--task", default=DEFAULT_TASK)
     parser.add_argument("--ep-num", type=int, default=0)
     parser.add_argument("--steps", type=int, default=20_000)

@@ -1,0 +1,150 @@
+"""Speed of the training loop, measured side by side in one process.
+
+    python -m ellm_tools.bench [--frames 1500] [--updates 60] [--workers 1] [key=value ...]
+    python -m ellm_tools.bench --side-by-side [--frames 3000] [key=value ...]
+    python -m ellm_tools.bench --lm [--frames 1000] [--lm-url URL] [key=value ...]
+    python -m ellm_tools.bench --slots 2 [--requests 16]
+    python -m ellm_tools.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
+        [--actor-overrides key=value ...] [key=value ...]
+    python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
+    python -m ellm_tools.bench --craftax [--seeds 5] [--chunks 4] [--frames 1500] [key=value ...]
+
+1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
+   SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
+   and averaged (it falls as the caption and SBERT caches warm up);
+2. update cost: seconds per DQN update on a batch from the replay loader (sampling included);
+3. full loop: frames/s with updates every ``update_every_steps`` frames.
+
+The bound implied by (1) and (2) is ``1 / (env + update / update_every_steps)`` frames/s; the
+loop's frames/s is printed as a fraction of it (target >= 0.8). Also prints bytes per stored
+transition on disk and in RAM (:mod:`ellm_tools.bench.loop`). Extra ``key=value`` arguments are
+Hydra overrides.
+
+``--side-by-side`` instead runs ``train.py`` with the default settings (no thread variables in
+the environment) once alone, then twice at the same time, and prints each run's frames/s
+(training episodes after the first, updates on) against the run alone (target: each of two
+side-by-side runs >= 0.4x of one run alone).
+
+``--lm`` measures what a real language model costs the loop: ``train.py`` with the oracle, then
+with the packaged local LLM (``python -m ellm_tools.serve``, started here unless ``--lm-url`` names
+a running OpenAI-compatible server) asked blocking, then non-blocking
+(``env_spec.lm_spec.blocking=false``), one after the other in one sitting, each with an empty LM
+cache and no updates (the seed frames cover the run), so the LM's share is not diluted. It prints
+each run's frames/s (training episodes after the first, the model already loaded) against the
+oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps and waiting time
+(:mod:`ellm_tools.bench.lm`).
+
+``--slots N`` measures the local server's concurrency (``python -m ellm_tools.serve --parallel``):
+the same ``--requests`` distinct prompts, all sent at once, answered by one slot with N threads,
+then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
+and their ratio.
+
+``--actors N`` runs ``train.py`` with one process and with ``N`` actors (or each of several
+counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the ratios, updates per
+frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
+applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
+``--stub-learner`` the main process makes no update (:mod:`ellm_tools.bench.actors`, docs/scale.md).
+
+``--craftax`` measures the Craftax engine's training frames/s (ELLM-oracle and RND, compile
+excluded and reported apart) beside the torch loop's, in one process
+(:mod:`ellm_tools.bench.craftax`).
+
+``--late`` measures a run's late phase, in one process or with ``num_actors=N``: epsilon at
+its floor, full-length episodes, the replay pre-filled to ``--prefill`` transitions, evaluations
+and snapshots at the schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds;
+it prints the median and spread, the memory, and the 5M-frame time projected from the
+schedule's phases (:mod:`ellm_tools.bench.late`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ellm_tools.bench.common import BASE
+from ellm_tools.bench.lm import lm_cost, serve_slots
+from ellm_tools.bench.loop import loop_costs, side_by_side
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ellm_tools.bench",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=1500,
+                        help="frames per timed phase (with --actors: measured per run)")
+    parser.add_argument("--updates", type=int, default=60, help="updates in the update phase")
+    parser.add_argument("--workers", type=int, default=1, help="replay_buffer_num_workers")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="default-settings train.py runs: one alone, then two together")
+    parser.add_argument("--lm", action="store_true",
+                        help="oracle vs local LLM, blocking and non-blocking (train.py runs)")
+    parser.add_argument("--lm-url", default=None,
+                        help="with --lm: an OpenAI-compatible server to use instead of starting "
+                        "the packaged one")
+    parser.add_argument("--slots", type=int, default=0,
+                        help="the local LLM server: one slot against this many (answers/s)")
+    parser.add_argument("--requests", type=int, default=16,
+                        help="with --slots: concurrent requests")
+    parser.add_argument("--actors", default="",
+                        help="one process against this many actors, or several counts "
+                        "separated by commas (train.py runs)")
+    parser.add_argument("--actor-overrides", nargs="*", default=[],
+                        help="with --actors: key=value overrides for the actor runs only, e.g. "
+                        "precision=bf16 compile=true")
+    parser.add_argument("--stub-learner", action="store_true",
+                        help="with --actors: no updates, the main process only stores")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --actors: runs of each setting, in turn; with --late: "
+                        "rounds of (early, late) windows")
+    parser.add_argument("--late", action="store_true",
+                        help="the late phase (epsilon at its floor, pre-filled replay, "
+                        "evaluations and snapshots) beside the early one, and the 5M projection")
+    parser.add_argument("--prefill", type=int, default=250_000,
+                        help="with --late: transitions in the replay before the timed rounds")
+    parser.add_argument("--craftax", action="store_true",
+                        help="the Craftax engine's frames/s against the torch loop's")
+    parser.add_argument("--seeds", type=int, default=5, help="--craftax: seeds vmapped")
+    parser.add_argument("--chunks", type=int, default=4, help="--craftax: chunks timed")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+    if args.craftax:
+        from ellm_tools.bench.craftax import craftax_bench
+
+        if args.seeds < 1 or args.chunks < 1:
+            parser.error("--craftax needs --seeds >= 1 and --chunks >= 1")
+        craftax_bench(args.seeds, args.chunks, args.frames, args.overrides)
+        return
+    if args.late:
+        from ellm_tools.bench.late import late_phase, report
+
+        if args.rounds < 1 or args.prefill < 0 or args.frames < 1:
+            parser.error("--late needs --rounds >= 1, --prefill >= 0 and --frames >= 1")
+        report(late_phase(args.frames, args.rounds, args.prefill, args.overrides), args.frames)
+        return
+    if args.actors:
+        from ellm_tools.bench.actors import actors_bench
+
+        try:
+            counts = [int(n) for n in args.actors.split(",")]
+        except ValueError:
+            counts = []
+        if not counts or min(counts) < 2 or args.rounds < 1:
+            parser.error("--actors needs integers >= 2 (e.g. 2 or 4,8,12) and --rounds one >= 1")
+        actors_bench(counts, max(args.frames, 800), args.rounds, args.stub_learner,
+                     args.overrides, args.actor_overrides)
+        return
+    if args.slots:
+        if args.slots < 2 or args.requests < 1:
+            parser.error("--slots needs an integer >= 2 and --requests one >= 1")
+        serve_slots(args.slots, args.requests)
+        return
+    if args.lm:
+        lm_cost(args.frames, args.lm_url, args.overrides)
+        return
+    if args.side_by_side:
+        side_by_side(max(args.frames, 3000), args.overrides)
+        return
+    loop_costs(args.frames, args.updates,
+               BASE + [f"replay_buffer_num_workers={args.workers}"] + args.overrides)
+
+
+if __name__ == "__main__":
+    main()
