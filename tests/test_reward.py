@@ -204,7 +204,7 @@ def count_rewards(cfg) -> list[StepCount]:
 
 
 def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward():
-    """``Method.rewards`` (docs/games.md, "Adding a method"): built afresh for each rollout,
+    """``Method.rewards`` (docs/baselines.md, "Adding a method"): built afresh for each rollout,
     the reward the replay stores, reported by its name."""
     import pickle
 

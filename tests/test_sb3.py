@@ -1,6 +1,6 @@
 """Stable-Baselines3 on the games' training ids: its ``check_env`` refuses the raw env (text
 fields in the observation) and passes it inside ``text_game.image_only.ImageOnly``, on which
-PPO and DQN learn a few steps (docs/games.md, "Stable-Baselines3")."""
+PPO and DQN learn a few steps (docs/llf.md, "RL libraries: Stable-Baselines3")."""
 
 from __future__ import annotations
 
