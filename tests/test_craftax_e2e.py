@@ -123,3 +123,55 @@ def test_seeds_shard_over_two_devices(tmp_path):
         assert [int(r["frame"]) for r in csv_rows(run / f"seed{seed}" / "train.csv")] == [
             128, 256]
         assert "bonus_loss" in csv_rows(run / f"seed{seed}" / "train.csv")[-1]
+
+
+def test_a_pretrained_agent_is_finetuned_on_the_game_reward_and_resumes_as_itself(tmp_path):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from ellm.craftax.pqn import QNetwork
+
+    run_train(tmp_path, *TINY, "method=ellm", "seeds=2", "exp_name=PRE")
+    pre = _run_dir(tmp_path, "PRE")
+    fine = [*TINY[:6], "env_spec.length=30", "progress_every_s=0", "method=extrinsic",
+            "seeds=2", "finetune_snapshot=True", f"snapshot_path={pre}"]
+
+    # Nothing to train: the run only loads, evaluates and snapshots, so its weights are the
+    # pretrained run's last ones, seed for seed.
+    run_train(tmp_path, *fine, "num_train_frames=0", "eval_every_frames=128",
+              "num_eval_episodes=2", "exp_name=FT")
+    run = _run_dir(tmp_path, "FT")
+    n = len(jax.tree_util.tree_leaves(QNetwork(17, 32, 2).init(
+        jax.random.PRNGKey(0), jnp.zeros((1, 4)), jnp.zeros((1, 2)))))
+    with np.load(pre / "snapshot.npz") as a, np.load(run / "snapshot.npz") as b:
+        for i in range(n):
+            np.testing.assert_array_equal(a[f"leaf_{i:04d}"], b[f"leaf_{i:04d}"])
+        assert not np.array_equal(a[f"leaf_{n:04d}"], b[f"leaf_{n:04d}"])  # a fresh optimiser
+    config = json.loads((run / "seed2" / "config.json").read_text())
+    assert config["method"] == "extrinsic" and config["goal_source"] is None
+    assert config["pretrained"]["method"] == "ellm" and config["pretrained"]["goal_input"]
+    assert config["pretrained"]["seeds"] == [1, 2] and config["pretrained"]["frame"] == 256
+    assert {method_name(r.config) for r in load_runs([run])} == {
+        "Craftax: Extrinsic reward, finetuned from ELLM-oracle"}
+
+    # Resumed with a budget, the finetuned run trains with the goal input it was built with.
+    proc = run_train(tmp_path, *fine[:-2], "num_train_frames=256", "eval_every_frames=128",
+                     "num_eval_episodes=2", "exp_name=FT", f"snapshot_path={run}")
+    assert "Craftax run done: extrinsic on Craftax-Classic-v1, 2 seed(s) x 256 frames" in \
+        proc.stdout
+    assert [int(r["frame"]) for r in csv_rows(run / "seed1" / "eval.csv")] == [0, 128, 256]
+    assert json.loads((run / "seed1" / "config.json").read_text())["pretrained"]["goal_input"]
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["finetune_snapshot=True"], "finetune_snapshot=True needs snapshot_path"),
+    (["finetune_snapshot=True", "snapshot_path=nowhere"], "snapshot_path=nowhere"),
+    (["finetune_snapshot=True", "snapshot_path=x", "method=random"], "does not learn"),
+])
+def test_a_finetune_without_pretrained_weights_stops_before_anything_is_written(tmp_path, extra,
+                                                                               named):
+    proc = run_train(tmp_path, *TINY, "method=extrinsic", *extra, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert named in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("exp_local/*/*"))

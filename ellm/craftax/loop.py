@@ -36,6 +36,9 @@ class LoopConfig:
     eval_epsilon: float
     reset_worlds: int
     pqn: PQNConfig
+    # The network takes a goal embedding although no goal source shows one (it is zero): a
+    # goal-conditioned agent finetuned on the game's reward.
+    goal_input: bool = False
 
 
 class SeedState(NamedTuple):
@@ -75,7 +78,7 @@ class Engine:
         self.tx = optimizer(cfg.pqn)
         self.bonus = Bonus(cfg.bonus, env.obs_size, env.num_actions) if cfg.bonus else None
         self.rules = G.rule_arrays(cfg.paper_setting)
-        self.conditioned = cfg.goal_source is not None
+        self.conditioned = cfg.goal_source is not None or cfg.goal_input
         self.map_shape = tuple(env._env.default_static_params().map_size)
 
     def init(self, key: jax.Array, goal_dim: int) -> SeedState:

@@ -31,7 +31,7 @@ TORCH_KEYS: Final = (
     "frame_stack", "nstep", "batch_size", "replay_buffer_size", "replay_buffer_num_workers",
     "num_actors", "actor_sync_frames", "use_image", "use_language_state", "precision",
     "compile", "torch_threads", "lr", "clip_reward", "num_seed_frames", "save_buffer",
-    "finetune_snapshot", "expl_agent_path", "other_model_prob", "train_after_reward",
+    "expl_agent_path", "other_model_prob", "train_after_reward",
     "decay_after_reward", "use_extr_rew", "single_goal_eval", "finetune_settings", "agent",
     "env_spec.action_space_type", "env_spec.single_task", "env_spec.single_goal_hierarchical",
     "env_spec.novelty_goals", "env_spec.use_language_state", "env_spec.check_ac_success",
@@ -126,6 +126,7 @@ class CraftaxSpec:
     threshold: float
     options: CraftaxOptions
     loop: LoopConfig
+    finetune_from: str | None = None   # a pretrained run's snapshot: its weights start this run
 
 
 def parse_spec(cfg: DictConfig) -> CraftaxSpec:
@@ -171,6 +172,15 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
     if opts.extrinsic_weight is not None:
         extrinsic = opts.extrinsic_weight
     frames = int(cfg.num_train_frames)
+    finetune_from = None
+    if cfg.get("finetune_snapshot"):
+        finetune_from = cfg.get("snapshot_path")
+        if not finetune_from:
+            raise ConfigError("finetune_snapshot=True needs snapshot_path: the pretrained Craftax "
+                              "run's dir (or its snapshot.npz)")
+        if not learns:
+            raise ConfigError(f"finetune_snapshot=True with method={method}: that method does "
+                              "not learn, so there are no weights to finetune")
     loop = LoopConfig(
         goal_source=source, bonus=bonus, goal_weight=opts.goal_weight,
         bonus_weight=opts.bonus_weight, extrinsic_weight=float(extrinsic), learns=learns,
@@ -185,6 +195,7 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
                        seeds=tuple(range(seed, seed + seeds)), frames=frames,
                        eval_every=int(cfg.eval_every_frames),
                        eval_episodes=int(cfg.num_eval_episodes), length=length,
-                       threshold=float(threshold), options=opts, loop=loop)
+                       threshold=float(threshold), options=opts, loop=loop,
+                       finetune_from=str(finetune_from) if finetune_from else None)
 
 

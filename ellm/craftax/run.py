@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,18 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from ellm.checkpoint import CheckpointError
 from ellm.config import redacted
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
-from ellm.craftax.options import CraftaxSpec, parse_spec
-from ellm.craftax.snapshot import SNAPSHOT, load_snapshot, save_snapshot
+from ellm.craftax.options import MAX_SEEDS, CraftaxSpec, parse_spec
+from ellm.craftax.snapshot import (
+    SNAPSHOT,
+    load_params,
+    load_snapshot,
+    read_meta,
+    save_snapshot,
+    snapshot_file,
+)
 from ellm.entry import write_record
 from ellm.games.craftax import goals as G
 from ellm.games.craftax.game import (
@@ -41,6 +50,10 @@ class CraftaxRun:
     def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.spec: CraftaxSpec = parse_spec(cfg)
+        self.resumed = resumed = (self.run_dir / SNAPSHOT).exists()
+        self.pretrained = self._pretrained(resumed)
+        if self.pretrained and self.pretrained["goal_input"]:
+            self.spec = replace(self.spec, loop=replace(self.spec.loop, goal_input=True))
         spec = self.spec
         self.env = make(spec.env_id, spec.length)
         self.engine = Engine(self.env, spec.loop)
@@ -48,11 +61,18 @@ class CraftaxRun:
         self.suggester = self._suggester()
         self.tables = self._tables()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        resumed = (self.run_dir / SNAPSHOT).exists()
         self.frame = 0
         states = stack_seeds([strong(self.engine.init(jax.random.PRNGKey(seed),
                                                       self.tables.goal_emb.shape[1]))
                               for seed in spec.seeds])
+        if self.pretrained and not resumed:
+            # Weights only: a fresh optimiser, epsilon schedule and worlds, as from scratch.
+            states = states._replace(params=load_params(
+                Path(self.pretrained["snapshot"]), states.params, spec.seeds,
+                self.pretrained["seeds"]))
+            log.info("finetuning the weights of %s (%s, frame %d per seed)",
+                     self.pretrained["snapshot"], self.pretrained["method"],
+                     self.pretrained["frame"])
         self.lm_counts = {"fallback_steps": 0.0, "steps": 0.0, "oov_goals": 0.0,
                           "answers": 0.0}
         if resumed:
@@ -97,6 +117,29 @@ class CraftaxRun:
                                paper_setting=self.spec.loop.paper_setting,
                                goal_vocabulary=G.GOALS)
 
+    def _pretrained(self, resumed: bool) -> dict[str, Any] | None:
+        """Where a finetuned run's weights came from (a resumed one's record keeps it)."""
+        if resumed:
+            return read_meta(self.run_dir / SNAPSHOT)["record"].get("pretrained")
+        if not self.spec.finetune_from:
+            return None
+        path = snapshot_file(self.spec.finetune_from)
+        meta = read_meta(path)
+        then = meta["record"]
+        seeds = then.get("seeds_trained_together")
+        if then.get("engine") != "craftax" or not (
+                isinstance(seeds, list) and 0 < len(seeds) <= MAX_SEEDS
+                and all(isinstance(s, int) for s in seeds)):
+            raise CheckpointError(f"snapshot_path={self.spec.finetune_from}: {path} was not "
+                                  "written by a Craftax run")
+        inherited = then.get("pretrained") or {}
+        return {"snapshot": str(path.resolve()), "method": then.get("method"),
+                "goal_source": then.get("goal_source"),
+                "env": (then.get("env_spec") or {}).get("name"), "frame": meta.get("frame"),
+                "code_commit": then.get("code_commit"), "seeds": seeds,
+                "goal_input": then.get("goal_source") is not None
+                or bool(inherited.get("goal_input"))}
+
     def _tables(self) -> Tables:
         """The goals' embeddings and the reward table, with the torch engine's SBERT model."""
         uses_goals = self.spec.goal_source is not None
@@ -111,7 +154,9 @@ class CraftaxRun:
             goal_emb = goal_emb @ basis
             reward = reward_table(embedder, self.spec.threshold)
         else:
-            goal_emb = np.zeros((len(G.GOALS), 1), np.float32)
+            # A goal-conditioned agent finetuned on the game's reward sees no goal: zeros.
+            width = len(G.GOALS) if self.spec.loop.goal_input else 1
+            goal_emb = np.zeros((len(G.GOALS), width), np.float32)
             reward = np.zeros((1, len(G.GOALS)), np.float32)
         return Tables(self.table.arrays(), jnp.asarray(reward), jnp.asarray(goal_emb))
 
@@ -122,9 +167,12 @@ class CraftaxRun:
         if seed is not None:
             config["seed"] = seed
             config["seeds"] = 1
-        return {**config, "method": self.spec.method, "game": "craftax", "engine": "craftax",
-                "goal_source": self.spec.goal_source, "seeds_trained_together":
-                list(self.spec.seeds)}
+        out = {**config, "method": self.spec.method, "game": "craftax", "engine": "craftax",
+               "goal_source": self.spec.goal_source, "seeds_trained_together":
+               list(self.spec.seeds)}
+        if self.pretrained:
+            out["pretrained"] = self.pretrained
+        return out
 
     # -- the loop ------------------------------------------------------------------------------
     def train(self) -> None:
@@ -132,12 +180,9 @@ class CraftaxRun:
         per_chunk = opts.updates_per_chunk * opts.num_envs * opts.num_steps
         chunk = self.engine.make_chunk(opts.updates_per_chunk)
         evaluate = self.engine.make_evaluate(max(spec.eval_episodes, 1), spec.length)
-        start = time.monotonic()
-        compiled = chunk.lower(self.states, self.tables).compile()
-        self.compile_s = time.monotonic() - start
-        log.info("compiled the training chunk in %.1f s (%d updates, %d frames per seed)",
-                 self.compile_s, opts.updates_per_chunk, per_chunk)
-        next_eval = self.frame if self.frame == 0 else self.frame + spec.eval_every
+        compiled = None
+        # A snapshot follows an evaluation: a resumed run has evaluated its frame already.
+        next_eval = self.frame + spec.eval_every if self.resumed else 0
         last_line = 0.0
         while True:
             if spec.eval_episodes and self.frame >= next_eval:
@@ -146,6 +191,12 @@ class CraftaxRun:
                 self._snapshot()
             if self.frame >= spec.frames:
                 break
+            if compiled is None:  # not before it is needed: a run with nothing left only evaluates
+                start = time.monotonic()
+                compiled = chunk.lower(self.states, self.tables).compile()
+                self.compile_s = time.monotonic() - start
+                log.info("compiled the training chunk in %.1f s (%d updates, %d frames per seed)",
+                         self.compile_s, opts.updates_per_chunk, per_chunk)
             t0 = time.monotonic()
             self.states, (metrics, records) = compiled(self.states, self.tables)
             metrics, records = to_host((metrics, records))

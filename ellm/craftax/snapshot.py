@@ -80,3 +80,68 @@ def load_snapshot(path: Path, template, record: dict[str, Any]):
                                   f"config needs {want.dtype}{list(want.shape)}")
     states = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in arrays])
     return states, frame, extra
+
+
+def snapshot_file(path: str | Path, key: str = "snapshot_path") -> Path:
+    """The ``.npz`` a run dir or file names; CheckpointError naming ``key`` when there is none."""
+    path = Path(path).expanduser()
+    found = path / SNAPSHOT if path.is_dir() else path
+    if not found.is_file():
+        raise CheckpointError(f"{key}={path}: no Craftax snapshot there (expected a Craftax run "
+                              f"dir holding {SNAPSHOT}, or the file itself)")
+    return found
+
+
+def _members(path: Path) -> dict[str, int]:
+    """Each member's uncompressed size: what loading it would cost, read before loading."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return {info.filename.removesuffix(".npy"): info.file_size for info in z.infolist()}
+    except (OSError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{path} is not a Craftax snapshot (a .npz written by a Craftax "
+                              f"run): {err}") from None
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """The snapshot's metadata (frame, record) without loading its arrays."""
+    if _members(path).get("meta", MAX_META + 1) > MAX_META + 256:
+        raise CheckpointError(f"{path}: no metadata of at most {MAX_META} bytes")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(data["meta"].tobytes().decode())
+    except (OSError, KeyError, ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is not a Craftax snapshot: {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("record"), dict):
+        raise CheckpointError(f"{path}: its metadata does not describe a Craftax snapshot")
+    return meta
+
+
+def load_params(path: Path, template, seeds: tuple[int, ...], trained: list[int]):
+    """The network weights of ``seeds`` in the snapshot at ``path``, whose seeds were
+    ``trained``; ``template`` is this run's (seed-stacked) weights, whose shapes they must have.
+    The weights are the snapshot's first leaves: they lead the state it flattened."""
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    missing = [s for s in seeds if s not in trained]
+    if missing:
+        raise CheckpointError(f"{path} holds seeds {trained}, not {missing}: finetune the seeds "
+                              "it trained (seed=, seeds=)")
+    rows = np.array([trained.index(s) for s in seeds])
+    sizes = _members(path)
+    out = []
+    with np.load(path, allow_pickle=False) as data:
+        for i, want in enumerate(leaves):
+            name, shape = f"leaf_{i:04d}", (len(trained), *np.shape(want)[1:])
+            nbytes = int(np.prod(shape)) * np.asarray(want).dtype.itemsize
+            if sizes.get(name, nbytes + 4097) > nbytes + 4096:
+                raise CheckpointError(f"{path}: its weights do not fit this config's network "
+                                      f"(array {i} is missing or larger than {list(shape)}); "
+                                      "finetune with the pretrained run's craftax.hidden and "
+                                      "craftax.layers")
+            got = data[name]
+            if got.shape != shape or got.dtype != np.asarray(want).dtype:
+                raise CheckpointError(f"{path}: weight array {i} is {got.dtype}{list(got.shape)}, "
+                                      f"this config's network needs {np.asarray(want).dtype}"
+                                      f"{list(shape)}; finetune with the pretrained run's "
+                                      "craftax.hidden and craftax.layers")
+            out.append(jax.numpy.asarray(got[rows]))
+    return jax.tree_util.tree_unflatten(treedef, out)

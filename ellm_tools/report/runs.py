@@ -166,12 +166,23 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name += f" [{task}]"
     if config and config.get("expl_agent_path"):
         name += ", guided"
+    elif config and isinstance(config.get("pretrained"), Mapping):
+        name += f", finetuned from {_pretrained_label(config['pretrained'])}"
     elif config and config.get("finetune_snapshot") and config.get("snapshot_path"):
         name += ", finetuned"
     for key in group_by:
         name += f" {key}={cfg_get(config, key)}"
     # A run's own words: long enough to tell methods apart, short enough for a legend.
     return name if len(name) <= MAX_LABEL else name[:MAX_LABEL - 3] + "..."
+
+
+def _pretrained_label(pretrained: Mapping[str, Any]) -> str:
+    """The method a Craftax run's finetuned weights were pretrained with, as its record says."""
+    method = str(pretrained.get("method"))
+    if method == "ellm":
+        return {"oracle": "ELLM-oracle", "llm": "ELLM-LLM"}.get(
+            str(pretrained.get("goal_source")), "ELLM")
+    return METHOD_LABELS.get(method, method)
 
 
 def _recorded_method(config: Mapping[str, Any]) -> str:
