@@ -280,10 +280,10 @@ def test_two_slots_answer_concurrent_requests_as_one_slot_answers_them_in_turn(t
 
 
 def test_slots_benchmark_checks_its_arguments(capsys):
-    from ellm_tools import bench
+    from ellm_tools.bench.__main__ import main as bench
 
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--slots", "1"])
+        bench(["--slots", "1"])
     assert exit_.value.code == 2
     assert "--slots needs an integer >= 2" in capsys.readouterr().err
 
