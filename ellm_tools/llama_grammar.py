@@ -151,7 +151,7 @@ def speed(model: str, tokens: int, n_threads: int | None) -> dict[str, float]:
     from llama_cpp import Llama, LlamaGrammar, _internals
 
     from ellm.lm.constraints import GoalList
-    from ellm_tools.serve import locate_model
+    from ellm_tools.packaged_models import locate_model
     from text_crafter import GOOD_ACTIONS
 
     vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))

@@ -36,7 +36,8 @@ import numpy as np
 
 from llm_in_the_loop.metaworld_feedback import PickPlace
 from text_game import render
-from text_game.llf import Feedback, as_registered, feedback_kinds
+from text_game.llf import Feedback, feedback_kinds
+from text_game.registration import as_registered
 from text_game.spaces import TextField
 
 ENV_ID: Final = "llf-metaworld-pick-place-v2"
@@ -178,5 +179,5 @@ def _shown(action: Any) -> str:
 
 def make(**kwargs: Any) -> gym.Env:
     """The gymnasium entry point: inside LLF-Bench's wrapper class where LLF-Bench is
-    installed, as the text games are (:func:`text_game.llf.as_registered`)."""
+    installed, as the text games are (:func:`text_game.registration.as_registered`)."""
     return as_registered(PickPlaceLLFEnv(**kwargs))

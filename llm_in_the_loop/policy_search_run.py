@@ -51,13 +51,11 @@ from ellm.schema import boolean, integer, is_int, is_num, non_negative, one_of, 
 from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.optim_log import LMUsage, namespaced
+from llm_in_the_loop.parameters import Entry, ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search import (
     FALLBACK_STATUSES,
     PROPOSED_STATUSES,
-    Entry,
     LLMProposer,
-    ParameterBuffer,
-    ParameterSpace,
     Proposal,
     RandomProposer,
 )

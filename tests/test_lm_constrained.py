@@ -20,7 +20,8 @@ from ellm.lm.cache import make_key, sampling_params
 from ellm.lm.constraints import YES_NO, Choice, GoalList, OptoPrimeAnswer, Setting
 from ellm.lm.dialects import auto_dialect, request_fields
 from llm_in_the_loop.llf import LLMPolicy
-from llm_in_the_loop.policy_search import LLMProposer, ParameterBuffer, ParameterSpace
+from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
+from llm_in_the_loop.policy_search import LLMProposer
 
 pytestmark = pytest.mark.usefixtures("no_real_keys")
 

@@ -19,17 +19,14 @@ import pytest
 from ellm.lm import TextState, build_suggester
 from ellm.lm.prompts import CHAT_SYSTEM, VALID_VERBS, BulletPrompt
 from ellm.lm.watch import supervise
-from ellm_tools.serve import (
+from ellm_tools.packaged_models import (
     PACKAGED_MODELS,
     PLAIN_CHAT_FORMAT,
     ModelNotFound,
     ServedModel,
     locate_model,
-    main,
-    model_settings,
-    plain_prompt,
-    wait_until_ready,
 )
+from ellm_tools.serve import main, model_settings, plain_prompt, wait_until_ready
 from text_crafter.actions import GOOD_ACTIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -523,7 +520,8 @@ def test_constrained_answers_of_the_real_llm_always_parse(tmp_path):
 
     from ellm.lm import build_client
     from llm_in_the_loop.llf import LLMPolicy
-    from llm_in_the_loop.policy_search import LLMProposer, ParameterBuffer, ParameterSpace
+    from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
+    from llm_in_the_loop.policy_search import LLMProposer
 
     vocabulary = [a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing"))]
     states = [CAPTION, TextState("You see sand, stone, and table. You are targeting stone.",

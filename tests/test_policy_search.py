@@ -17,12 +17,11 @@ from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.lm.pricing import resolve_price
 from llm_in_the_loop.conf import CONF_DIR
+from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search import (
     EXAMPLE,
     REASK,
     LLMProposer,
-    ParameterBuffer,
-    ParameterSpace,
     RandomProposer,
     parse_proposal,
 )

@@ -39,8 +39,8 @@ from text_game.llf import (
     Instructions,
     LanguageFeedbackEnv,
     Outcome,
-    as_registered,
 )
+from text_game.registration import as_registered
 
 OPEN_TASK: Final = "unlock as many achievements as you can"
 # Custom tasks in words, and whether each is judged by its chain done in order.
@@ -80,7 +80,8 @@ def task_words(task: str | None) -> str:
 
 
 def CrafterLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
-    """``llf-crafter-v0`` as ``gym.make`` builds it (:func:`text_game.llf.as_registered`)."""
+    """``llf-crafter-v0`` as ``gym.make`` builds it
+    (:func:`text_game.registration.as_registered`)."""
     return as_registered(CrafterLLF(**kwargs))
 
 

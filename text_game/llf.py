@@ -32,7 +32,7 @@ installed, the envs come inside its wrapper class (:mod:`text_game.llf_bench`).
   the episode's end raises RuntimeError.
 
 A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``; its
-gymnasium entry point passes the env through :func:`as_registered`.
+gymnasium entry point passes the env through :func:`text_game.registration.as_registered`.
 """
 
 from __future__ import annotations
@@ -280,14 +280,3 @@ class LanguageFeedbackEnv(gym.Env):
             raise RuntimeError(f"{type(self).__name__}.render() called before reset()")
         return self._frame()
 
-
-def as_registered(env: LanguageFeedbackEnv) -> gym.Env:
-    """``env`` as ``gym.make`` returns it: inside LLF-Bench's wrapper class where LLF-Bench is
-    installed (:mod:`text_game.llf_bench`), as it is elsewhere."""
-    try:
-        from text_game.llf_bench import LLFBenchWrapper
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("llfbench"):
-            raise  # LLF-Bench is there but broken: say so rather than hide it
-        return env  # no LLF-Bench here, so no tool of its looks for its class
-    return LLFBenchWrapper(env)

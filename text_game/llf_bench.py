@@ -1,9 +1,9 @@
 """Our language-feedback envs under LLF-Bench's wrapper class, for LLF-Bench's own tools.
 
 LLF-Bench's tools (its ``tests/test_envs.py``) know one of its environments by the
-``LLFWrapper`` class in its wrapper chain. Where LLF-Bench is installed, :func:`text_game.llf.
-as_registered` puts our env inside :class:`LLFBenchWrapper`, a subclass that forwards
-everything to our env: the contract stays ours (:mod:`text_game.llf`), with LLF-Bench's
+``LLFWrapper`` class in its wrapper chain. Where LLF-Bench is installed,
+:func:`text_game.registration.as_registered` puts our env inside :class:`LLFBenchWrapper`, a
+subclass that forwards everything to our env: the contract stays ours (:mod:`text_game.llf`), with LLF-Bench's
 semantics. Importing this module raises ModuleNotFoundError where LLF-Bench is not installed.
 """
 

@@ -36,8 +36,8 @@ from text_game.llf import (
     Instructions,
     LanguageFeedbackEnv,
     Outcome,
-    as_registered,
 )
+from text_game.registration import as_registered
 from text_housekeep import DEFAULT_TASK, episode_count, make
 from text_housekeep.backend import FAILED, PICK, PLACE
 from text_housekeep.symbolic import PLACE_ACTION
@@ -56,7 +56,8 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def HousekeepLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
-    """``llf-housekeep-v0`` as ``gym.make`` builds it (:func:`text_game.llf.as_registered`)."""
+    """``llf-housekeep-v0`` as ``gym.make`` builds it
+    (:func:`text_game.registration.as_registered`)."""
     return as_registered(HousekeepLLF(**kwargs))
 
 
