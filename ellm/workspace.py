@@ -178,7 +178,7 @@ class Workspace:
         self.progress = Progress(cfg.num_train_frames, self.counters.frame, cfg.progress,
                                  every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
         try:
-            with logging_redirect_tqdm(), self._collector() as collector:
+            with logging_redirect_tqdm(), self.collector() as collector:
                 self._loop(collector)
             self.progress.close()
         finally:
@@ -194,7 +194,7 @@ class Workspace:
         return self.last_eval
 
     @contextlib.contextmanager
-    def _collector(self) -> Iterator[Collector]:
+    def collector(self) -> Iterator[Collector]:
         """This process's rollout, or the actors' (started here, stopped on leaving)."""
         counters = self.counters
         if self.num_actors == 1:

@@ -140,9 +140,9 @@ def _run_clock(clock_args, sources, fast_from, frames, most=100):
     def plain():
         yield collector
 
-    ws = SimpleNamespace(_collector=plain, cfg=SimpleNamespace(num_train_frames=frames))
+    ws = SimpleNamespace(collector=plain, cfg=SimpleNamespace(num_train_frames=frames))
     clock = _LoopClock(ws, *clock_args, most=most)
-    with ws._collector() as c:
+    with ws.collector() as c:
         while c.taken < ws.cfg.num_train_frames:
             c.next(None)
     return clock

@@ -163,7 +163,7 @@ def test_the_actors_chunks_make_the_same_run_as_this_process(tmp_path, monkeypat
         yield ActorCollector(here, actors.agent, ActorLMCounters(actors.eval_goals), [0], 100,
                              lambda: (actors.counters.frame, actors.counters.first_reward_frame))
 
-    monkeypatch.setattr(actors, "_collector", collector)
+    monkeypatch.setattr(actors, "collector", collector)
     actors.train()
     assert local.agent.num_updates == actors.agent.num_updates > 50
     files = [sorted((ws.run_dir / "buffer").glob("*.npz")) for ws in (local, actors)]

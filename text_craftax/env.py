@@ -58,6 +58,11 @@ class CraftaxEnv:
         self.num_actions = self._env.num_actions
         self.obs_size = int(self._env.observation_space(self.params).shape[0])
 
+    @property
+    def map_shape(self) -> tuple[int, ...]:
+        """The world map's shape (rows, columns)."""
+        return tuple(self._env.default_static_params().map_size)
+
     def reset(self, key: jax.Array) -> tuple[jax.Array, object, Caption]:
         obs, state = self._env.reset_env(key, self.params)
         return obs, state, caption(state)

@@ -186,6 +186,16 @@ class _SlotIterator:
     def __iter__(self) -> _SlotIterator:
         return self
 
+    @property
+    def workers_ready(self) -> int:
+        """The workers whose shared slots have arrived (each has loaded its shard)."""
+        return len(self._slots)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process ids of the DataLoader's workers."""
+        return [w.pid for w in self._it._workers]
+
     def __next__(self) -> Batch:
         msg = next(self._it)
         while isinstance(msg, _Slots):

@@ -69,7 +69,7 @@ class _Episode:
         self.small = small
 
 
-def _stack_into(out: np.ndarray, frames: np.ndarray, t: int) -> None:
+def stack_into(out: np.ndarray, frames: np.ndarray, t: int) -> None:
     """out[:] = frames t-S+1..t, the first frame repeated for indices before 0."""
     lo = t + 1 - len(out)
     if lo >= 0:
@@ -92,6 +92,12 @@ class EpisodeShard:
         self._episodes: list[_Episode] = []
         self.num_transitions = 0
         self._ends = np.zeros(0, np.int64)
+
+    @property
+    def ends(self) -> np.ndarray:
+        """Transitions held up to the end of each episode, oldest first (their cumulative sum):
+        transition ``u`` lies in episode ``searchsorted(ends, u, side="right")``."""
+        return self._ends
 
     @property
     def episode_indices(self) -> list[int]:
@@ -149,7 +155,7 @@ class EpisodeShard:
         for b, (eb, ib) in enumerate(zip(e.tolist(), i.tolist())):
             ep = self._episodes[eb]
             for out, t in zip(frames, lists):
-                _stack_into(out[b], ep.frame, t[b])
+                stack_into(out[b], ep.frame, t[b])
             win[b] = ep.small[ib - 1 : ib + self.nstep]
         reward, discount = nstep_targets(win[:, 1:, _REWARD], win[:, 1:, _DISCOUNT], k, gamma)
         rows = np.arange(batch_size)

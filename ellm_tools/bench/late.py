@@ -157,12 +157,12 @@ class _LoopClock:
         self.skip, self.sources, self.most, self._cfg = skip, sources, most, ws.cfg
         self.start: float | None = None
         self.end, self.timed, self.untimed, self.memory = 0.0, 0, 0, {}
-        self._collector = ws._collector
-        ws._collector = self._timed
+        self.plain = ws.collector
+        ws.collector = self._timed
 
     @contextlib.contextmanager
     def _timed(self) -> Iterator[Any]:
-        with self._collector() as collector:
+        with self.plain() as collector:
             warm = self.sources <= 1 and self.skip == 0
             self.start = time.perf_counter() if warm else None
             self.timed = self.untimed = 0

@@ -143,8 +143,7 @@ def sampling_costs(d: Path, shard: EpisodeShard, batches: int) -> None:
         _, waited = rate(it, 60, work_s=0.035)
         print(f"{name:54} {bps:9.0f} | {waited:.2f} ms")
         if name.endswith("num_workers=2)"):
-            workers = it._it._workers
-            mib = [private_mib(w.pid) for w in workers]
+            mib = [private_mib(pid) for pid in it.worker_pids]
             print(f"  worker private RSS: {', '.join(f'{m:.0f}' for m in mib)} MiB"
                   f" (whole buffer: {shard.nbytes / 2**20:.0f} MiB of arrays)")
         del it

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ellm.replay.loader import make_replay_loader
-from ellm.replay.sampling import EpisodeShard, _stack_into
+from ellm.replay.sampling import EpisodeShard, stack_into
 from ellm.replay.storage import list_episode_files, load_episode
 from ellm_tools.bench.common import private_mib
 from ellm_tools.bench.replay_data import (
@@ -57,14 +57,14 @@ def _measure(replay_dir: Path, size: int, workers: int, batches: int, out) -> No
                             nstep=NSTEP, discount=GAMMA, frame_stack=STACK, clip_reward=True,
                             save_buffer=True, seed=0)
     next(it)
-    while workers > 1 and len(it._slots) < workers:  # every worker has loaded its shard
+    while workers > 1 and it.workers_ready < workers:  # every worker has loaded its shard
         next(it)
     load_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(batches):
         next(it)
     rate = batches / (time.perf_counter() - start)
-    pids = [w.pid for w in it._it._workers] if workers > 1 else []
+    pids = it.worker_pids if workers > 1 else []
     out.put({"size": size, "workers": workers, "base": base, "private": private_mib(os.getpid()),
              "rss": _rss_mib(os.getpid()), "workers_private": sum(map(private_mib, pids)),
              "load_s": load_s, "batches_per_s": rate})
@@ -138,22 +138,22 @@ def compressed_vs_arrays(d: Path, episodes: int, batches: int) -> None:
     times = {"arrays": 0.0, "zlib": 0.0}
     for _ in range(batches):
         u = rng.integers(0, shard.num_transitions, BATCH)
-        e = np.searchsorted(shard._ends, u, side="right")
-        lengths = np.diff(shard._ends, prepend=0)[e]
-        i = u - shard._ends[e] + lengths + 1
+        e = np.searchsorted(shard.ends, u, side="right")
+        lengths = np.diff(shard.ends, prepend=0)[e]
+        i = u - shard.ends[e] + lengths + 1
         k = np.minimum(NSTEP, lengths - i + 1)
         t = time.perf_counter()
         for b in range(BATCH):
-            _stack_into(out[0, b], arrays[e[b]], i[b] - 1)
-            _stack_into(out[1, b], arrays[e[b]], i[b] - 1 + k[b])
+            stack_into(out[0, b], arrays[e[b]], i[b] - 1)
+            stack_into(out[1, b], arrays[e[b]], i[b] - 1 + k[b])
         times["arrays"] += time.perf_counter() - t
         want = out.copy()
         t = time.perf_counter()
         for b in range(BATCH):
             lo, hi = max(i[b] - STACK, 0), i[b] - 1 + k[b]
             frames = zipped[e[b]].window(lo, hi)
-            _stack_into(out[0, b], frames, i[b] - 1 - lo)
-            _stack_into(out[1, b], frames, hi - lo)
+            stack_into(out[0, b], frames, i[b] - 1 - lo)
+            stack_into(out[1, b], frames, hi - lo)
         times["zlib"] += time.perf_counter() - t
         if not np.array_equal(out, want):
             raise AssertionError("zlib frames built other stacks than the arrays")
