@@ -13,6 +13,7 @@ from text_crafter.actions import (
     GOOD_ACTIONS,
     SYNONYMS,
     action_names,
+    reported_names,
     same_action,
 )
 from text_crafter.env import ENV_SPECS, CrafterTextEnv, make
@@ -43,5 +44,5 @@ if LLF_ENV_ID not in _gym.registry:
 __all__ = [
     "ACHIEVEMENTS", "ACTION_SPACES", "EASIER_ACTIONS", "ENV_SPECS", "GOOD_ACTIONS", "LLF_ENV_ID",
     "SYNONYMS", "CrafterTextEnv", "StatsWriter", "achievements_unlocked", "action_names",
-    "crafter_score", "load_stats", "make", "same_action", "success_rates",
+    "crafter_score", "load_stats", "make", "reported_names", "same_action", "success_rates",
 ]

@@ -1,12 +1,16 @@
 """Action spaces of Text-Crafter and their mapping onto upstream Crafter actions.
 
-Two spaces (ELLM.md §2.1):
+Three spaces (the first two are ELLM.md §2.1):
 
 - ``harder`` (default, 139 ids): 6 verb-only actions, then 7 verbs x 19 nouns with
   ``id = 6 + verb_index * 19 + noun_index`` (``verb_index`` counts from "mine").
   Only the pairs listed in :data:`GOOD_ACTIONS` do something in the game; every other pair
   (e.g. "drink cow") is a valid id that executes as a no-op and is reported as failed.
 - ``easier`` (27 ids): the named useful actions only.
+- ``crafter`` (17 ids): Crafter's own actions in Crafter's order, named in the house style.
+  Crafter's ``do`` acts on whatever the player faces and is reported as the good action on that
+  target ("chop tree" facing a tree, see :func:`executed_name`), so captions, success flags and
+  goal rewards read as they do for the named action.
 
 "Good" actions (29) = the 27 easier actions + "eat cow" + "make crafting table", which are
 synonyms of "attack cow" and "place crafting table".
@@ -45,7 +49,26 @@ SYNONYMS: Final = {
     "place crafting table": "make crafting table",
 }
 
-ACTION_SPACES: Final = {"harder": HARDER_ACTIONS, "easier": EASIER_ACTIONS}
+# crafter.constants.actions, in its order; "do" is Crafter's context-dependent action.
+DO: Final = "do"
+CRAFTER_ACTIONS: Final = (
+    "do nothing", "move left", "move right", "move up", "move down", DO, "sleep",
+    "place stone", "place crafting table", "place furnace", "place plant",
+    "make wood pickaxe", "make stone pickaxe", "make iron pickaxe",
+    "make wood sword", "make stone sword", "make iron sword",
+)
+
+ACTION_SPACES: Final = {
+    "harder": HARDER_ACTIONS, "easier": EASIER_ACTIONS, "crafter": CRAFTER_ACTIONS}
+
+# What Crafter's "do" is called by the faced target: the good action on it ("attack cow", not
+# its synonym "eat cow"). Facing anything else it keeps the name "do" and has no effect.
+DO_NAMES: Final = {
+    "plant": "eat plant", "zombie": "attack zombie", "skeleton": "attack skeleton",
+    "cow": "attack cow", "tree": "chop tree", "stone": "mine stone", "coal": "mine coal",
+    "iron": "mine iron", "diamond": "mine diamond", "water": "drink water",
+    "grass": "chop grass",
+}
 
 # What each good action asks of the upstream engine: (upstream action, required target).
 # The target is the faced object/material name that must be present for "do" actions;
@@ -80,6 +103,7 @@ UPSTREAM: Final = {
     "make wood sword": ("make_wood_sword", None),
     "make stone sword": ("make_stone_sword", None),
     "make iron sword": ("make_iron_sword", None),
+    DO: ("do", None),  # the crafter space's do facing nothing it acts on
 }
 
 
@@ -91,6 +115,22 @@ def action_names(action_space_type: str) -> tuple[str, ...]:
         raise ValueError(
             f"unknown action_space_type {action_space_type!r}; expected one of "
             f"{sorted(ACTION_SPACES)}") from None
+
+
+def executed_name(name: str, target: str | None) -> str:
+    """The name an action carries out facing ``target`` (a caption name or None): Crafter's
+    "do" becomes the good action on the target ("chop tree"); every other name is itself."""
+    return DO_NAMES.get(target or "", DO) if name == DO else name
+
+
+def reported_names(action_space_type: str) -> tuple[str, ...]:
+    """Every name an env of this space reports as executed, in id order: the space's names,
+    with Crafter's "do" followed by the names it takes by target."""
+    names = action_names(action_space_type)
+    if DO not in names:
+        return names
+    at = names.index(DO) + 1
+    return names[:at] + tuple(DO_NAMES.values()) + names[at:]
 
 
 def harder_id(verb: str, noun: str | None = None) -> int:
@@ -116,7 +156,7 @@ def same_action(a: str, b: str) -> bool:
 
 
 def action_noun(name: str) -> str | None:
-    """The noun of an action name ("chop tree" -> "tree"; verb-only actions -> None)."""
-    if name in VERB_ONLY:
+    """The noun of an action name ("chop tree" -> "tree"; verb-only actions and "do" -> None)."""
+    if name in VERB_ONLY or name == DO:
         return None
     return name.split(" ", 1)[1]

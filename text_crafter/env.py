@@ -2,7 +2,7 @@
 
 The game is upstream ``crafter.Env``; this module adds, per step, the state caption, inventory
 and status sentences (:mod:`text_crafter.captions`), a transition caption, the two success
-flags of ELLM.md §2.2, the verb-noun action spaces (:mod:`text_crafter.actions`) and the
+flags of ELLM.md §2.2, the action spaces (:mod:`text_crafter.actions`) and the
 gymnasium termination/truncation split. It knows nothing of language models or RL.
 
 Versions (gym convention, ELLM.md §2):
@@ -165,6 +165,8 @@ class CrafterTextEnv(gym.Env):
         player, world = self.player, self.world
         material, target_obj = world[player.pos + np.array(player.facing)]
         target = captions.target_name(world, player, version=2)
+        # Crafter's "do" (crafter space) is named, gated and judged as the action it carries out.
+        name = acts.executed_name(name, target)
         before = _Snapshot.take(player, target_obj)
 
         upstream, needed = acts.UPSTREAM.get(name, ("noop", None))

@@ -30,6 +30,7 @@ from text_crafter import (
     achievements_unlocked,
     crafter_score,
     make,
+    reported_names,
     same_action,
     success_rates,
 )
@@ -79,19 +80,22 @@ class CrafterGame:
 
     def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
         """The Novelty baseline's goals (``env_spec.novelty_goals``): ``all`` the action names
-        of the action space (139 with ``harder``, nonsense pairs and moves included: the
-        paper's), ``effective`` the 29 actions that do something (the fixed setting's); ``auto``
-        picks by setting."""
+        the action space reports (139 with ``harder``, nonsense pairs and moves included: the
+        paper's; ``crafter``'s "do" by each name it takes), ``effective`` the 29 actions that do
+        something (the fixed setting's); ``auto`` picks by setting."""
         choice = cfg.env_spec.get("novelty_goals", "auto")
         if choice == "auto":
             choice = "all" if self.paper_setting(cfg) else "effective"
-        return ACTION_SPACES[cfg.env_spec.action_space_type] if choice == "all" else GOOD_ACTIONS
+        if choice == "all":
+            return reported_names(cfg.env_spec.action_space_type)
+        return GOOD_ACTIONS
 
     def goal_vocabulary(self, cfg: DictConfig) -> list[str]:
-        """The goals a constrained LM answer may name: the action names of the configured
-        action space that do something, moves and the no-op excepted (``harder``'s verb-noun
-        pairs that are a no-op in every state are no goals)."""
-        return [name for name in ACTION_SPACES[cfg.env_spec.action_space_type]
+        """The goals a constrained LM answer may name: the action names the configured action
+        space reports that do something, moves and the no-op excepted (``harder``'s verb-noun
+        pairs that are a no-op in every state are no goals; ``crafter``'s "do" counts as each
+        action it carries out)."""
+        return [name for name in reported_names(cfg.env_spec.action_space_type)
                 if name in GOOD_ACTIONS and name not in _NOT_GOALS]
 
     def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
