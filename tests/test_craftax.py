@@ -272,3 +272,40 @@ def test_every_method_compiles_and_updates(tmp_path, method):
     if method == "random":
         assert (metrics["eps"] == 1.0).all()
     run.close()
+
+
+def test_a_finetune_takes_the_pretrained_goal_width_and_weights(tmp_path):
+    """Earlier runs embedded goals in 384 numbers, later ones in 24: the finetuned network is
+    built as wide as the pretrained one, whose weights it starts from, seed for seed."""
+    from hydra import compose, initialize_config_dir
+
+    from ellm.craftax.pqn import QNetwork
+    from ellm.craftax.run import CraftaxRun
+    from ellm.craftax.snapshot import save_snapshot
+
+    env = make_craftax("Craftax-Classic-v1", 30)
+    net = QNetwork(env.num_actions, 32, 2)
+    params = [net.init(jax.random.PRNGKey(s), jnp.zeros((1, env.obs_size)), jnp.zeros((1, 7)))
+              for s in (3, 4)]
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *params)
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    save_snapshot(pre / "snapshot.npz", (stacked, jnp.zeros(3)), 512,
+                  {"engine": "craftax", "method": "ellm", "goal_source": "oracle",
+                   "seeds_trained_together": [3, 4]}, {})
+    (pre / "config.json").write_text('{"code_commit": "abc123"}')
+    root = str(Path(__file__).resolve().parents[1])
+    overrides = ["env_spec.name=Craftax-Classic-v1", "method=extrinsic", "craftax.hidden=32",
+                 "craftax.num_envs=4", "env_spec.length=30", "finetune_snapshot=True",
+                 f"snapshot_path={pre}"]
+    with initialize_config_dir(config_dir=root, version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, "seed=4", "seeds=1"])
+        wrong = compose("config", overrides=[*overrides, "seed=5", "seeds=1"])
+    run = CraftaxRun(cfg, tmp_path / "run")
+    assert run.pretrained["goal_dim"] == 7 and run.pretrained["code_commit"] == "abc123"
+    assert run.tables.goal_emb.shape[1] == 7 and not run.tables.goal_emb.any()
+    for got, want in zip(jax.tree_util.tree_leaves(run.states.params),
+                         jax.tree_util.tree_leaves(params[1]), strict=True):
+        np.testing.assert_array_equal(np.asarray(got)[0], np.asarray(want))
+    with pytest.raises(Exception, match=r"holds seeds \[3, 4\], not \[5\]"):
+        CraftaxRun(wrong, tmp_path / "run5")

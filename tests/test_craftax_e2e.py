@@ -152,6 +152,8 @@ def test_a_pretrained_agent_is_finetuned_on_the_game_reward_and_resumes_as_itsel
     assert config["method"] == "extrinsic" and config["goal_source"] is None
     assert config["pretrained"]["method"] == "ellm" and config["pretrained"]["goal_input"]
     assert config["pretrained"]["seeds"] == [1, 2] and config["pretrained"]["frame"] == 256
+    assert config["pretrained"]["goal_dim"] == 24  # the 24 goals' span, as ELLM embedded them
+    assert config["pretrained"]["code_commit"] == config["code_commit"]
     assert {method_name(r.config) for r in load_runs([run])} == {
         "Craftax: Extrinsic reward, finetuned from ELLM-oracle"}
 

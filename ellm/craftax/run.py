@@ -3,6 +3,7 @@ records (docs/craftax.md), the LLM's answers, evaluations and snapshots."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -18,8 +19,10 @@ from ellm.checkpoint import CheckpointError
 from ellm.config import redacted
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
 from ellm.craftax.options import MAX_SEEDS, CraftaxSpec, parse_spec
+from ellm.craftax.pqn import QNetwork
 from ellm.craftax.snapshot import (
     SNAPSHOT,
+    leaf_shape,
     load_params,
     load_snapshot,
     read_meta,
@@ -41,6 +44,7 @@ from ellm.logger import Logger
 
 log = logging.getLogger("ellm")
 NOT_WAKE_UP = [i for i, name in enumerate(ACHIEVEMENTS) if name != "wake_up"]
+MAX_RECORD_BYTES = 1 << 20  # a run's config.json read for its commit at most
 MAX_ASKS_PER_CHUNK = 4096  # new captions sent to the LLM between two chunks at most
 
 
@@ -50,12 +54,12 @@ class CraftaxRun:
     def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.spec: CraftaxSpec = parse_spec(cfg)
+        self.env = make(self.spec.env_id, self.spec.length)
         self.resumed = resumed = (self.run_dir / SNAPSHOT).exists()
         self.pretrained = self._pretrained(resumed)
         if self.pretrained and self.pretrained["goal_input"]:
             self.spec = replace(self.spec, loop=replace(self.spec.loop, goal_input=True))
         spec = self.spec
-        self.env = make(spec.env_id, spec.length)
         self.engine = Engine(self.env, spec.loop)
         self.table = G.GoalTable(spec.options.goal_table_size)
         self.suggester = self._suggester()
@@ -132,13 +136,28 @@ class CraftaxRun:
                 and all(isinstance(s, int) for s in seeds)):
             raise CheckpointError(f"snapshot_path={self.spec.finetune_from}: {path} was not "
                                   "written by a Craftax run")
-        inherited = then.get("pretrained") or {}
+        width = self._goal_width(path)
         return {"snapshot": str(path.resolve()), "method": then.get("method"),
                 "goal_source": then.get("goal_source"),
                 "env": (then.get("env_spec") or {}).get("name"), "frame": meta.get("frame"),
-                "code_commit": then.get("code_commit"), "seeds": seeds,
-                "goal_input": then.get("goal_source") is not None
-                or bool(inherited.get("goal_input"))}
+                "code_commit": then.get("code_commit") or recorded_commit(path.parent),
+                "seeds": seeds,
+                "goal_input": width > 0, "goal_dim": width}
+
+    def _goal_width(self, path: Path) -> int:
+        """The width of the goal input the snapshot's network was built with (0: none): its
+        first layer's inputs beyond the observation's. Earlier runs embedded goals in 384
+        numbers, later ones in 24."""
+        opts, obs = self.spec.options, self.env.obs_size
+        net = QNetwork(self.env.num_actions, opts.hidden, opts.layers)
+        leaves = jax.tree_util.tree_leaves(net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs))))
+        first = next(i for i, x in enumerate(leaves) if x.shape == (obs, opts.hidden))
+        shape = leaf_shape(path, first)
+        if len(shape) != 3 or shape[2] != opts.hidden or not obs <= shape[1] <= obs + 4096:
+            raise CheckpointError(f"{path}: its network's first layer is {list(shape)}, not "
+                                  f"[seeds, {obs} + goal width, {opts.hidden}]: finetune with "
+                                  "the pretrained run's craftax.hidden and craftax.layers")
+        return int(shape[1]) - obs
 
     def _tables(self) -> Tables:
         """The goals' embeddings and the reward table, with the torch engine's SBERT model."""
@@ -155,7 +174,8 @@ class CraftaxRun:
             reward = reward_table(embedder, self.spec.threshold)
         else:
             # A goal-conditioned agent finetuned on the game's reward sees no goal: zeros.
-            width = len(G.GOALS) if self.spec.loop.goal_input else 1
+            width = self.pretrained.get("goal_dim", len(G.GOALS)) \
+                if self.spec.loop.goal_input else 1
             goal_emb = np.zeros((len(G.GOALS), width), np.float32)
             reward = np.zeros((1, len(G.GOALS)), np.float32)
         return Tables(self.table.arrays(), jnp.asarray(reward), jnp.asarray(goal_emb))
@@ -338,6 +358,18 @@ class CraftaxRun:
                          f"fallback goals; {self.table.entries} captions in the goal table")
         lines.append(f"compare seeds and methods: python -m ellm_tools.report {self.run_dir}")
         return "\n".join(lines)
+
+
+def recorded_commit(run_dir: Path) -> str | None:
+    """The code commit a run dir's ``config.json`` names (None if it names none)."""
+    path = run_dir / "config.json"
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            return None
+        commit = json.loads(path.read_text()).get("code_commit")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return commit if isinstance(commit, str) and len(commit) <= 64 else None
 
 
 def episode_row(achieved, length, extrinsic, coverage, frame: int) -> dict[str, Any]:

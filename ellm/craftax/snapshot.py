@@ -116,6 +116,18 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def leaf_shape(path: Path, index: int) -> tuple[int, ...]:
+    """The shape of the snapshot's array ``index``, read from its header alone."""
+    try:
+        with zipfile.ZipFile(path) as z, z.open(f"leaf_{index:04d}.npy") as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            return tuple(read(f)[0])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{path} is not a Craftax snapshot: {err}") from None
+
+
 def load_params(path: Path, template, seeds: tuple[int, ...], trained: list[int]):
     """The network weights of ``seeds`` in the snapshot at ``path``, whose seeds were
     ``trained``; ``template`` is this run's (seed-stacked) weights, whose shapes they must have.
