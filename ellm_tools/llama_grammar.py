@@ -150,8 +150,8 @@ def speed(model: str, tokens: int, n_threads: int | None) -> dict[str, float]:
     :class:`LikeliestFirst`; best of 3, interleaved, in one process."""
     from llama_cpp import Llama, LlamaGrammar, _internals
 
-    from ellm.lm.constraints import GoalList
     from ellm_tools.packaged_models import locate_model
+    from lmclient.constraints import GoalList
     from text_crafter import GOOD_ACTIONS
 
     vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ellm.lm.config import default_cache_dir
+from lmclient.spec import default_cache_dir
 
 PLAIN_CHAT_FORMAT: Final = "ellm-plain"
 

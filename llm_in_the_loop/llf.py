@@ -28,8 +28,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from ellm.lm import LMClient, SimpleOracle, TextState
-from ellm.lm.constraints import Choice
+from ellm.lm import SimpleOracle, TextState
+from lmclient.client import LMClient
+from lmclient.constraints import Choice
 from text_game.llf import NO_OP, normalise_action
 
 SYSTEM: Final = ("You act in a text game. Read the instruction, the recent turns and the current "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ellm.lm import LMClient
+from lmclient.client import LMClient
 
 # Per-iteration differences of these cumulative client counters.
 _COUNTED = ("api_calls", "cache_hits", "prompt_tokens", "completion_tokens", "parse_errors",

@@ -2,9 +2,9 @@
 
 :class:`ClientLLM` implements opto's LLM backend interface (``opto.utils.llm.AbstractModel``:
 ``llm(messages=..., **kwargs)`` returning an object whose ``choices[0].message.content`` is the
-answer) with :class:`ellm.lm.LMClient`, so OptoPrime's requests are cached, budgeted, retried and
-counted like every other LM query of the project, and go to whatever endpoint the client is
-configured for (OpenAI, vLLM, the local server). opto's own backends (LiteLLM, AutoGen) are
+answer) with :class:`lmclient.client.LMClient`, so OptoPrime's requests are cached, budgeted,
+retried and counted like every other LM query of the project, and go to whatever endpoint the
+client is configured for (OpenAI, vLLM, the local server). opto's own backends (LiteLLM, AutoGen) are
 never used. The client's ``max_tokens`` and ``temperature`` apply; OptoPrime's ``max_tokens``
 and ``response_format`` arguments are ignored: with constraints on (``env_spec.lm_spec.
 constrained``, docs/lm.md) the request carries the schema of the very object OptoPrime parses
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Final
 
-from ellm.lm import LMClient
-from ellm.lm.constraints import OptoPrimeAnswer
+from lmclient.client import LMClient
+from lmclient.constraints import OptoPrimeAnswer
 
 # litellm, which opto imports, would download its price table at import time.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

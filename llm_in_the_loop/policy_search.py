@@ -9,10 +9,10 @@ the next setting to try. Warm-up settings are drawn uniformly at random.
   (:mod:`llm_in_the_loop.parameters`).
 - :func:`parse_proposal`: the setting an answer names, and what went wrong when it names none.
 - :class:`LLMProposer`: prompt (ours, or the ProPS tutorial's,
-  :mod:`llm_in_the_loop.policy_search_props`) -> :class:`ellm.lm.LMClient` -> parsed setting; an
-  answer that names no setting is shown back to the model with the form asked for, up to
-  ``reasks`` times; when none of them names one (or no answer came) a random setting is played
-  instead; a value out of range is clipped to it (or, as the ProPS tutorial does, played as
+  :mod:`llm_in_the_loop.policy_search_props`) -> :class:`lmclient.client.LMClient` -> parsed
+  setting; an answer that names no setting is shown back to the model with the form asked for,
+  up to ``reasks`` times; when none of them names one (or no answer came) a random setting is
+  played instead; a value out of range is clipped to it (or, as the ProPS tutorial does, played as
   given); all of it counted. :class:`RandomProposer`:
   the random-search reference.
 """
@@ -28,10 +28,10 @@ from typing import Final
 
 import numpy as np
 
-from ellm.lm import LMClient
-from ellm.lm.constraints import Setting
 from llm_in_the_loop.parameters import MAX_MAGNITUDE, ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search_props import TutorialPrompt
+from lmclient.client import LMClient
+from lmclient.constraints import Setting
 
 # What became of a proposal (counted per run): the answer's setting as is; with values clipped
 # into range; with values out of range played as given (clip=False); a random setting because the answer named none / there was no answer (API error,

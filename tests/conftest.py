@@ -117,8 +117,8 @@ def server() -> Iterator[OpenAITestServer]:
 def no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """No key or endpoint of the developer's environment reaches a test's LM client, and each
     test is a run of its own (an empty budget ledger)."""
-    from ellm.lm import budget as lm_budget
     from ellm.lm import config as lm_config
+    from lmclient import budget as lm_budget
 
     for name in ("OPENAI_API_KEY", "ELLM_LM_API_KEY", "OPENAI_ORG_ID", "OPENAI_BASE_URL",
                  lm_config.LEGACY_KEY_ENV):

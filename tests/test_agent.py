@@ -312,7 +312,7 @@ def test_building_an_agent_does_not_import_the_lm_stack() -> None:
 
     code = ("import sys, ellm.agent, baselines.rnd, baselines.icm_apt; "
             "ellm.agent.DQNAgent((4, 84, 84), 6, hidden_dim=8); "
-            "print([m for m in sys.modules if m.startswith(('ellm.lm', 'openai'))])")
+            "print([m for m in sys.modules if m.startswith(('ellm.lm', 'lmclient', 'openai'))])")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(root)})

@@ -22,7 +22,9 @@ import pytest
 
 from ellm.errors import ConfigError
 from ellm.lm import TextState, build_client, build_suggester, check_cache
-from ellm.lm.cache import (
+from ellm.lm.import_cache import main as import_main
+from ellm.lm.prompts import state_description
+from lmclient.cache import (
     ANY_ENDPOINT,
     CACHE_FILE,
     AnswerCache,
@@ -31,9 +33,7 @@ from ellm.lm.cache import (
     make_key,
     sampling_params,
 )
-from ellm.lm.config import OPENAI_API_URL, api_url, default_cache_dir
-from ellm.lm.import_cache import main as import_main
-from ellm.lm.prompts import state_description
+from lmclient.spec import OPENAI_API_URL, api_url, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -128,7 +128,7 @@ def test_default_cache_dir_is_outside_the_source_tree(monkeypatch, tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from ellm.lm.cache import AnswerCache, CachedAnswer, make_key, sampling_params
+    from lmclient.cache import AnswerCache, CachedAnswer, make_key, sampling_params
     cache = AnswerCache(sys.argv[1])
     params = sampling_params(max_tokens=5, temperature=0)
     start, stop, tag = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

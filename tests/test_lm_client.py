@@ -19,16 +19,17 @@ from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import (
     GPTLanguageModel,
-    LMConfigError,
     TextState,
     build_client,
     build_suggester,
     parse_lm_spec,
-    pricing,
 )
-from ellm.lm import client as lm_client
 from ellm.lm import config as lm_config
-from ellm.lm.answers import prompt_token_bound
+from lmclient import client as lm_client
+from lmclient import pricing
+from lmclient.answers import prompt_token_bound
+from lmclient.client import LMConfigError
+from lmclient.spec import OPENAI_API_URL
 from text_crafter import SYNONYMS
 
 STATE = TextState("You see grass, tree, and water. You are targeting tree.",
@@ -221,7 +222,7 @@ def test_a_server_on_this_machine_is_free(server, tmp_path):
     assert lm.suggest(STATE) and lm.metrics()["dollars"] == 0.0
     priced = make(server, tmp_path, lm="gpt-4o", price=[1, 2])
     assert priced.client.price == (1.0, 2.0)
-    from ellm.lm.pricing import resolve_price
+    from lmclient.pricing import resolve_price
 
     assert resolve_price("gpt-4o", "https://my-proxy.example/v1") == (2.5, 10.0)
     assert resolve_price("gpt-4o", "http://localhost:8080/v1") == (0.0, 0.0)
@@ -656,7 +657,7 @@ def test_a_local_servers_answers_never_pass_for_the_hosted_models(server, tmp_pa
     assert hosted.complete(ASK) is None
     assert hosted.metrics()["cache_misses"] == 1
     assert local.cache.has_model("gpt-4o-mini", server.base_url)
-    assert not hosted.cache.has_model("gpt-4o-mini", lm_config.OPENAI_API_URL)
+    assert not hosted.cache.has_model("gpt-4o-mini", OPENAI_API_URL)
 
 
 def test_two_servers_of_one_model_share_answers_only_when_asked_to(server, tmp_path):

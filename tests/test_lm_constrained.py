@@ -16,12 +16,12 @@ from openai_test_server import OpenAITestServer, Reply
 from ellm.config import check_lm_spec
 from ellm.errors import ConfigError
 from ellm.lm import TextState, build_client, build_suggester, parse_lm_spec
-from ellm.lm.cache import make_key, sampling_params
-from ellm.lm.constraints import YES_NO, Choice, GoalList, OptoPrimeAnswer, Setting
-from ellm.lm.dialects import auto_dialect, request_fields
 from llm_in_the_loop.llf import LLMPolicy
 from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search import LLMProposer
+from lmclient.cache import make_key, sampling_params
+from lmclient.constraints import YES_NO, Choice, GoalList, OptoPrimeAnswer, Setting
+from lmclient.dialects import auto_dialect, request_fields
 
 pytestmark = pytest.mark.usefixtures("no_real_keys")
 

@@ -29,13 +29,13 @@ from openai_test_server import OpenAITestServer, Reply
 from ellm.config import ConfigError, validate
 from ellm.lm import (
     GPTLanguageModel,
-    LMConfigError,
     NonBlockingLanguageModel,
     TextState,
     build_suggester,
 )
-from ellm.lm.cache import CACHE_FILE
 from ellm.lm.nonblocking import fallback_warning
+from lmclient.cache import CACHE_FILE
+from lmclient.client import LMConfigError
 
 SLOW = 0.6  # seconds a slow answer takes; a step must never wait for it
 

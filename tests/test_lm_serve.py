@@ -323,8 +323,8 @@ def test_a_crash_while_serving_names_the_requests_in_flight_not_a_guess(capsys, 
 
 
 def test_grammars_too_long_or_too_deep_for_llama_cpp_are_named():
-    from ellm.lm.constraints import GoalList
     from ellm_tools.serve_guard import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_DEPTH, grammar_problem
+    from lmclient.constraints import GoalList
 
     vocabulary = tuple(a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing")))
     assert grammar_problem(GoalList("goals", vocabulary=vocabulary, max_items=8).grammar()) is None

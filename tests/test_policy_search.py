@@ -15,7 +15,6 @@ from openai_test_server import OpenAITestServer, Reply
 
 from ellm.errors import ConfigError
 from ellm.lm import build_client
-from ellm.lm.pricing import resolve_price
 from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search import (
@@ -28,6 +27,7 @@ from llm_in_the_loop.policy_search import (
 from llm_in_the_loop.policy_search_props import TutorialPrompt, check_template
 from llm_in_the_loop.policy_search_run import PolicySearchRun, validate
 from llm_in_the_loop.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
+from lmclient.pricing import resolve_price
 
 SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
 

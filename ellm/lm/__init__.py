@@ -9,17 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ellm.lm.base import GoalSuggester, LMCounters, TextState
-from ellm.lm.cache import AnswerCache, CacheError
-from ellm.lm.client import LMClient, LMConfigError, log_once
+from ellm.lm.base import GoalSuggester, TextState
 from ellm.lm.config import (
     DEFAULT_MODEL,
     LM_CLASSES,
     LMSpec,
-    api_url,
-    default_cache_dir,
     describe_key,
-    endpoint_of,
     parse_lm_spec,
     redact_lm_spec,
     resolve_api_key,
@@ -28,6 +23,10 @@ from ellm.lm.gpt import GPTLanguageModel
 from ellm.lm.nonblocking import NonBlockingLanguageModel
 from ellm.lm.oracle import ORACLE_GOALS, BaselineModel, SimpleOracle
 from ellm.lm.prompts import load_prompt
+from lmclient.cache import AnswerCache, CacheError
+from lmclient.client import LMClient, LMConfigError, log_once
+from lmclient.counters import LMCounters
+from lmclient.spec import api_url, default_cache_dir, endpoint_of
 
 __all__ = [
     "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel", "CacheError",

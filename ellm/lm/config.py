@@ -7,14 +7,14 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ellm.errors import ConfigError
-from ellm.lm.pricing import is_openai_endpoint
 from ellm.lm.prompts import MAX_GOALS_PER_ANSWER
 from ellm.schema import one_of, parse, valid
+from lmclient.pricing import is_openai_endpoint
+from lmclient.spec import OPENAI_API_URL
 
 LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
 LM_CLASS_ALIASES: Final = {
@@ -27,7 +27,6 @@ ENDPOINTS: Final = ("chat", "completions")
 # Whose answers a cached answer may stand for: the same endpoint, or opted in, any.
 CACHE_SCOPES: Final = ("endpoint", "model")
 CONSTRAINED: Final = ("auto", "true", "false")
-OPENAI_API_URL: Final = "https://api.openai.com/v1"
 SECRET_KEYS: Final = ("openai_key",)
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 PREFIX: Final = "env_spec.lm_spec"
@@ -191,13 +190,6 @@ def adopt_config_key(raw: Mapping[str, Any], spec: LMSpec) -> bool:
     return True
 
 
-def endpoint_of(base_url: str | None) -> str | None:
-    """The base URL requests go to: ``base_url``, else ``$OPENAI_BASE_URL`` (which the
-    ``openai`` package would read itself), else None for OpenAI's API. Resolved here once, so
-    that the key, the price, the logs and the client all see the same host."""
-    return base_url or os.environ.get("OPENAI_BASE_URL") or None
-
-
 def key_variable(spec: LMSpec) -> str:
     """The environment variable whose key goes to ``spec``'s endpoint: ``OPENAI_API_KEY`` only
     to OpenAI's API host, the one ``api_key_env`` names to any other."""
@@ -205,9 +197,9 @@ def key_variable(spec: LMSpec) -> str:
 
 
 def resolve_api_key(raw: Mapping[str, Any], spec: LMSpec) -> str | None:
-    """The API key for ``spec``'s endpoint (its ``base_url`` resolved by :func:`endpoint_of`),
-    or None. ``OPENAI_API_KEY`` and the legacy ``openai_key`` are OpenAI keys: they are sent to
-    OpenAI's API host and nowhere else."""
+    """The API key for ``spec``'s endpoint (its ``base_url`` resolved by
+    :func:`lmclient.spec.endpoint_of`), or None. ``OPENAI_API_KEY`` and the legacy
+    ``openai_key`` are OpenAI keys: they are sent to OpenAI's API host and nowhere else."""
     variable = key_variable(spec)
     key = os.environ.get(variable)
     if variable == "OPENAI_API_KEY":
@@ -226,27 +218,3 @@ def describe_key(spec: LMSpec, key: str | None) -> str:
 def redact_lm_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of an ``lm_spec`` mapping with secret entries removed (for saved configs)."""
     return {k: v for k, v in dict(raw).items() if k not in SECRET_KEYS}
-
-
-def api_url(base_url: str | None) -> str:
-    """The endpoint answers come from, spelled one way, without credentials (keys caches, ledgers).
-    """
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return url.strip().rstrip("/")
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    scheme = parts.scheme.lower()
-    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
-        host = f"{host}:{port}"
-    return f"{scheme}://{host}{parts.path.rstrip('/')}"
-
-
-def default_cache_dir() -> Path:
-    """``$ELLM_CACHE_DIR`` if set, else ``~/.cache/ellm`` (never inside the source tree)."""
-    env = os.environ.get("ELLM_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "ellm"

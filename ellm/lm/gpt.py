@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ellm.lm.base import NoveltyFilter, TextState, truncate
-from ellm.lm.client import LMClient, Prompt
-from ellm.lm.constraints import GoalList
 from ellm.lm.prompts import MAX_GOALS_PER_ANSWER, BulletPrompt, parse_bullets
+from lmclient.client import LMClient, Prompt
+from lmclient.constraints import GoalList
 
 # At most this many constrained goals: a small model cannot loop until max_tokens.
 MAX_CONSTRAINED_GOALS: Final = 8

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ellm.lm.cache import AnswerCache, CachedAnswer, CacheError, make_key, sampling_params
-from ellm.lm.config import OPENAI_API_URL, default_cache_dir
+from lmclient.cache import AnswerCache, CachedAnswer, CacheError, make_key, sampling_params
+from lmclient.spec import OPENAI_API_URL, default_cache_dir
 from text_game.pickled import PickleDataError, loads
 
 

@@ -14,10 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ellm.lm.base import TextState
-from ellm.lm.cache import CachedAnswer
-from ellm.lm.client import ConstraintRefused, LMClient, Prompt
 from ellm.lm.gpt import GPTLanguageModel
 from ellm.lm.prompts import BulletPrompt
+from lmclient.cache import CachedAnswer
+from lmclient.client import ConstraintRefused, LMClient, Prompt
 
 log = logging.getLogger("ellm.lm")
 

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ellm.lm.base import LMCounters, NoveltyFilter, TextState, truncate
+from ellm.lm.base import NoveltyFilter, TextState, truncate
+from lmclient.counters import LMCounters
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import CheckpointError
 from ellm.config import RunSpec, redacted, validate
-from ellm.lm import LMConfigError, SimpleOracle, parse_lm_spec
+from ellm.lm import SimpleOracle, parse_lm_spec
 from ellm_tools.lm_quality import score
 from ellm_tools.lm_quality.states import sample_crafter_states, sample_housekeep_questions
+from lmclient.client import LMConfigError
 
 ROOT = Path(__file__).resolve().parents[2]  # config.yaml
 CONFIG_ERROR = 2  # as train.py

@@ -6,10 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ellm.lm import LMCounters, LMSpec, build_client, parse_lm_spec
+from ellm.lm import LMSpec, build_client, parse_lm_spec
 from ellm.lm.base import truncate
-from ellm.lm.client import LMClient
 from ellm.reward import Scored, StepData
+from lmclient.client import LMClient
+from lmclient.counters import LMCounters
 from text_housekeep import FAILED, PICK, PLACE, HousekeepView, pick_caption, place_caption
 
 YES_NO_PREFIX = (

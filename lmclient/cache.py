@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ellm.errors import ConfigError
+from lmclient.errors import ConfigError
 
 CACHE_FILE: Final = "lm_cache.sqlite3"
 # 2: the ``scope`` column; rows of version 1 are never served.

@@ -11,8 +11,8 @@ import math
 import re
 from typing import Any, Final
 
-from ellm.lm.cache import CachedAnswer
-from ellm.lm.config import api_url
+from lmclient.cache import CachedAnswer
+from lmclient.spec import api_url
 
 MISSING_LOGPROB: Final = -100.0
 MAX_PROMPT_TOKENS: Final = 10_000_000

@@ -6,15 +6,15 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from ellm.lm.answers import InvalidAnswer, served_models
-from ellm.lm.config import OPENAI_API_URL, LMSpec, api_url
-from ellm.lm.dialects import auto_dialect, forced_dialect, vllm_version
-from ellm.lm.pricing import RETIRED_MODELS, is_openai_endpoint
+from lmclient.answers import InvalidAnswer, served_models
+from lmclient.dialects import auto_dialect, forced_dialect, vllm_version
+from lmclient.pricing import RETIRED_MODELS, is_openai_endpoint
+from lmclient.spec import OPENAI_API_URL, ClientSpec, api_url
 
 if TYPE_CHECKING:
     import openai
 
-    from ellm.lm.cache import AnswerCache
+    from lmclient.cache import AnswerCache
 
 log = logging.getLogger("ellm.lm")
 LOCAL_PLACEHOLDER_KEY: Final = "no-key-needed"
@@ -32,7 +32,7 @@ class Constraining:
         return (self.dialect or "on") if self.on else "off"
 
 
-def make_openai(spec: LMSpec, api_key: str | None) -> openai.OpenAI:
+def make_openai(spec: ClientSpec, api_key: str | None) -> openai.OpenAI:
     """The ``openai`` client of ``spec`` (no retries of its own: the LM client retries)."""
     import openai
 
@@ -48,13 +48,13 @@ def make_openai(spec: LMSpec, api_key: str | None) -> openai.OpenAI:
                     "organisation id")
         org = None
     # Never None: the ``openai`` package would then read $OPENAI_BASE_URL behind our back and
-    # send OpenAI's key there (ellm.lm.config.endpoint_of resolves it on our side).
+    # send OpenAI's key there (lmclient.spec.endpoint_of resolves it on our side).
     return openai.OpenAI(api_key=api_key, organization=org,
                          base_url=spec.base_url or OPENAI_API_URL,
                          timeout=spec.timeout, max_retries=0)
 
 
-def list_models(client: openai.OpenAI, spec: LMSpec, scrub: Any) -> list[tuple[str, str]]:
+def list_models(client: openai.OpenAI, spec: ClientSpec, scrub: Any) -> list[tuple[str, str]]:
     """(name, owner) of each model a non-OpenAI server lists; [] when it lists none."""
     import openai
 
@@ -66,7 +66,7 @@ def list_models(client: openai.OpenAI, spec: LMSpec, scrub: Any) -> list[tuple[s
         return []
 
 
-def adopt_served_model(spec: LMSpec, served: list[str], say_once: Any) -> LMSpec:
+def adopt_served_model(spec: ClientSpec, served: list[str], say_once: Any) -> ClientSpec:
     """``spec`` with the model a non-OpenAI server serves, warned, so a local model's answers
     never pass for another model's.
     """
@@ -86,7 +86,7 @@ def adopt_served_model(spec: LMSpec, served: list[str], say_once: Any) -> LMSpec
     return spec
 
 
-def constraining(spec: LMSpec, owners: list[str], offline: bool) -> Constraining:
+def constraining(spec: ClientSpec, owners: list[str], offline: bool) -> Constraining:
     """How ``spec``'s requests carry constraints; offline, ``auto`` is off."""
     if spec.constrained == "false" or (offline and spec.constrained == "auto"):
         return Constraining()
@@ -102,7 +102,7 @@ def constraining(spec: LMSpec, owners: list[str], offline: bool) -> Constraining
     return Constraining(on=True, dialect=dialect, version=version)
 
 
-def check_retired_model(spec: LMSpec, cache: AnswerCache | None, scope: str,
+def check_retired_model(spec: ClientSpec, cache: AnswerCache | None, scope: str,
                         cache_only: bool) -> bool:
     """Whether a retired OpenAI model may only replay cached answers; ValueError when it has none.
     """

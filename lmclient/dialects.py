@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Final
 
-from ellm.lm.pricing import is_openai_endpoint
+from lmclient.pricing import is_openai_endpoint
 
 DIALECTS: Final = ("openai", "vllm", "llama.cpp")
 OWNERS: Final = {"vllm": "vllm", "llamacpp": "llama.cpp", "me": "llama.cpp"}

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from ellm.lm.answers import (
+from lmclient.answers import (
     InvalidAnswer,
     failure,
     prompt_token_bound,
@@ -21,9 +21,8 @@ from ellm.lm.answers import (
     sendable,
     yes_probability_from,
 )
-from ellm.lm.base import LMCounters
-from ellm.lm.budget import ledger_for
-from ellm.lm.cache import (
+from lmclient.budget import ledger_for
+from lmclient.cache import (
     ANY_ENDPOINT,
     AnswerCache,
     CachedAnswer,
@@ -31,23 +30,24 @@ from ellm.lm.cache import (
     make_key,
     sampling_params,
 )
-from ellm.lm.config import LMSpec, api_url
-from ellm.lm.constraints import YES_NO, Constraint, yes_no_word
-from ellm.lm.dialects import (
+from lmclient.constraints import YES_NO, Constraint, yes_no_word
+from lmclient.counters import LMCounters
+from lmclient.dialects import (
     chat_messages,
     is_reasoning_model,
     names_constraint,
     request_fields,
     sampling_fields,
 )
-from ellm.lm.pricing import cost, is_loopback_endpoint, is_openai_endpoint, resolve_price
-from ellm.lm.setup import (
+from lmclient.pricing import cost, is_loopback_endpoint, is_openai_endpoint, resolve_price
+from lmclient.setup import (
     adopt_served_model,
     check_retired_model,
     constraining,
     list_models,
     make_openai,
 )
+from lmclient.spec import ClientSpec, api_url
 
 log = logging.getLogger("ellm.lm")
 # One INFO line per HTTP request would bury the console; the lm/ metrics count them.
@@ -102,7 +102,7 @@ class ConstraintRefused(RuntimeError):
 class LMClient:
     """Cached, budgeted access to one model on one endpoint (see docs/lm.md)."""
 
-    def __init__(self, spec: LMSpec, *, api_key: str | None, cache: AnswerCache | None,
+    def __init__(self, spec: ClientSpec, *, api_key: str | None, cache: AnswerCache | None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.spec = spec
         self.cache = cache

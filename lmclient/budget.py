@@ -6,7 +6,7 @@ import math
 import threading
 from dataclasses import dataclass
 
-from ellm.lm.config import api_url
+from lmclient.spec import api_url
 
 
 @dataclass
