@@ -125,6 +125,7 @@ def test_seeds_shard_over_two_devices(tmp_path):
         assert "bonus_loss" in csv_rows(run / f"seed{seed}" / "train.csv")[-1]
 
 
+@pytest.mark.timeout(1500)  # three runs, each compiling its own loop
 def test_a_pretrained_agent_is_finetuned_on_the_game_reward_and_resumes_as_itself(tmp_path):
     import jax
     import jax.numpy as jnp
