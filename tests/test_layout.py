@@ -268,11 +268,6 @@ def _dotted(node: ast.expr) -> list[str] | None:
     return None
 
 
-# Reaches into another package's objects in code others own right now, each to go once its
-# owner has moved to the public name beside it (text_craftax's CraftaxEnv.map_shape).
-PENDING_READS = {("ellm.craftax.loop", "_env")}
-
-
 def private_reads(module: str) -> Iterator[tuple[str, str]]:
     """(attribute, where and what) of each of ``module``'s reads of a private attribute of
     another package's objects (``x._ends``, ``y._it._workers``, ``x`` not ``self``, ``cls`` or
@@ -316,9 +311,5 @@ def test_no_module_imports_another_modules_private_name():
 
 
 def test_no_module_reads_another_packages_private_attributes():
-    reads = [(m, attr, read) for m in MODULES for attr, read in private_reads(m)]
-    for pending in PENDING_READS:
-        assert pending in {(m, attr) for m, attr, _ in reads}, (
-            f"{pending} is no longer read: drop the exemption")
-    left = [read for m, attr, read in reads if (m, attr) not in PENDING_READS]
-    assert not left, "\n".join(left)
+    reads = [read for m in MODULES for _, read in private_reads(m)]
+    assert not reads, "\n".join(reads)

@@ -79,7 +79,7 @@ class Engine:
         self.bonus = Bonus(cfg.bonus, env.obs_size, env.num_actions) if cfg.bonus else None
         self.rules = G.rule_arrays(cfg.paper_setting)
         self.conditioned = cfg.goal_source is not None or cfg.goal_input
-        self.map_shape = tuple(env._env.default_static_params().map_size)
+        self.map_shape = env.map_shape
 
     def init(self, key: jax.Array, goal_dim: int) -> SeedState:
         n, g = self.cfg.num_envs, len(G.GOALS)
