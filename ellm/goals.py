@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ellm.lm import GoalSuggester, TextState
+from ellm.lm.base import GoalSuggester
 
 
 class Goals(Protocol):
@@ -36,7 +36,7 @@ class SuggestedGoals:
     """The suggester's goals for each state (see the module docstring)."""
 
     def __init__(self, suggester: GoalSuggester,
-                 state_of: Callable[[Mapping[str, Any], Mapping[str, Any]], TextState]):
+                 state_of: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]):
         self.suggester = suggester
         self.state_of = state_of
         self.goals: list[str] = []

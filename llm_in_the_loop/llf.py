@@ -10,7 +10,7 @@ the LLM as the policy, and two references.
   answer (API error, spent budget; counted by the client).
 - :class:`ScriptedPolicy`: plays the action that the ``fp`` feedback advises (its last quoted
   valid action): what perfect feedback-following scores. Where the feedback advises nothing
-  (the first step), it asks :class:`ellm.lm.SimpleOracle` for a goal on the observation.
+  (the first step), it asks Crafter's oracle (:mod:`ellm.games.crafter.oracle`) for a goal.
 - :class:`RandomPolicy`: a valid action uniformly at random.
 
 Every policy has ``reset(obs, actions)`` (at an episode's start, with the environment's valid
@@ -24,14 +24,16 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from ellm.lm import SimpleOracle, TextState
 from lmclient.client import LMClient
 from lmclient.constraints import Choice
 from text_game.llf import NO_OP, normalise_action
+
+if TYPE_CHECKING:
+    from ellm.games.crafter.state import TextState
 
 SYSTEM: Final = ("You act in a text game. Read the instruction, the recent turns and the current "
                  "observation, then reply with exactly one action from the instruction and "
@@ -120,6 +122,8 @@ class LLMPolicy:
 
 def _crafter_state(observation: str) -> TextState:
     """The text state SimpleOracle reads, from a ``llf-crafter-v0`` observation."""
+    from ellm.games.crafter.state import TextState
+
     caption = " ".join(re.findall(r"You (?:see|are targeting) [^.]*\.", observation))
     counts: dict[str, int] = {}
     held = re.search(r"Inventory: ([^.]*)\.", observation)
@@ -135,6 +139,9 @@ class ScriptedPolicy:
     advises nothing (default: SimpleOracle's first goal that is an action, else the no-op)."""
 
     def __init__(self, fallback: Callable[[str], str | None] | None = None) -> None:
+        # Crafter's oracle is its game plug-in's, which loads the method's games: only here.
+        from ellm.games.crafter.oracle import SimpleOracle
+
         self.actions: tuple[str, ...] = ()
         self.oracle = SimpleOracle(paper_setting=False, novelty_bonus=False)
         self.fallback = fallback or self._oracle_goal

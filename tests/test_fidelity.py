@@ -16,9 +16,10 @@ from test_text_crafter import at, blank_env, step_named
 
 from ellm.config import agent_target, validate
 from ellm.errors import ConfigError
+from ellm.games.crafter.oracle import SimpleOracle
+from ellm.games.crafter.state import TextState
 from ellm.goals import goal_text
-from ellm.lm import TextState, parse_lm_spec
-from ellm.lm.oracle import SimpleOracle
+from ellm.lm import parse_lm_spec
 from text_crafter import ACTION_SPACES, GOOD_ACTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -496,7 +497,8 @@ def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_te
 # ---------------------------------------------------------------- the LM prompt (row 8)
 
 def test_the_prompt_names_only_sleepiness_of_the_status_and_strict_parsing_is_an_option():
-    from ellm.lm.prompts import parse_bullets, state_description
+    from ellm.games.crafter.prompts import state_description
+    from ellm.lm.bullets import parse_bullets
 
     state = TextState("You see tree.", "", "You feel hungry, thirsty, sleepy.")
     assert state_description(state) == "You see tree. You feel sleepy."

@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 
 from ellm.errors import ConfigError
-from ellm.lm import TextState, build_client, build_suggester, check_cache
+from ellm.games.crafter.prompts import state_description
+from ellm.games.crafter.state import TextState
+from ellm.games.crafter.suggesters import build_suggester
+from ellm.lm import build_client, check_cache
 from ellm.lm.import_cache import main as import_main
-from ellm.lm.prompts import state_description
 from lmclient.cache import (
     ANY_ENDPOINT,
     CACHE_FILE,

@@ -17,13 +17,9 @@ from typing import Any
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
-from ellm.lm import (
-    GPTLanguageModel,
-    TextState,
-    build_client,
-    build_suggester,
-    parse_lm_spec,
-)
+from ellm.games.crafter.state import TextState
+from ellm.games.crafter.suggesters import build_suggester
+from ellm.lm import GPTLanguageModel, build_client, parse_lm_spec
 from ellm.lm import config as lm_config
 from lmclient import client as lm_client
 from lmclient import pricing
@@ -363,7 +359,8 @@ def test_no_key_for_openai_is_a_clear_error(tmp_path):
 
 CHILD = textwrap.dedent("""
     import json, sys
-    from ellm.lm import TextState, build_suggester
+    from ellm.games.crafter.state import TextState
+    from ellm.games.crafter.suggesters import build_suggester
     lm = build_suggester({"lm_class": "GPTLanguageModel", "lm": "test-model"}, all_goals=[],
                          cache_dir=sys.argv[1], base_url=sys.argv[2])
     goals = lm.suggest(TextState("You see tree and water."))

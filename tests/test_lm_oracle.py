@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ellm.lm import (
-    LM_CLASSES,
-    ORACLE_GOALS,
-    BaselineModel,
-    SimpleOracle,
-    TextState,
-    build_suggester,
-    parse_lm_spec,
-)
-from ellm.lm.prompts import BulletPrompt, load_prompt, parse_bullets, state_description
+from ellm.games.crafter.oracle import ORACLE_GOALS, SimpleOracle
+from ellm.games.crafter.prompts import BulletPrompt, load_prompt, state_description
+from ellm.games.crafter.state import TextState
+from ellm.games.crafter.suggesters import build_suggester
+from ellm.lm import LM_CLASSES, parse_lm_spec
+from ellm.lm.bullets import parse_bullets
+from ellm.lm.novelty import BaselineModel
 from text_crafter import SYNONYMS
 from text_crafter.actions import GOOD_ACTIONS
 
@@ -148,7 +145,9 @@ def test_prompt_template_and_description(tmp_path):
 
 CHILD = textwrap.dedent("""
     import json
-    from ellm.lm import SimpleOracle, TextState, BaselineModel
+    from ellm.games.crafter.oracle import SimpleOracle
+    from ellm.games.crafter.state import TextState
+    from ellm.lm.novelty import BaselineModel
     from text_crafter.actions import GOOD_ACTIONS
     caption = ("You see coal, cow, crafting table, diamond, furnace, grass, iron, plant, "
                "skeleton, stone, tree, water, and zombie.")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
+from ellm.games.crafter.oracle import SimpleOracle
+from ellm.games.crafter.prompts import state_description
+from ellm.games.crafter.state import TextState
 from ellm.games.housekeep.method import yes_no_prompt
-from ellm.lm import SimpleOracle, TextState
-from ellm.lm.prompts import state_description
 from ellm_tools.lm_quality import main, prepare, run
 from ellm_tools.lm_quality.score import score_crafter
 from ellm_tools.lm_quality.states import (

@@ -6,9 +6,9 @@ from conftest import ROOT
 
 from ellm.embed import SentenceEmbedder
 from ellm.games.crafter.goals import CrafterGoalReward, text_state
+from ellm.games.crafter.suggesters import build_suggester
 from ellm.games.crafter.task import TASK_CHAINS, SingleTaskReward, TaskGoals, TaskReward
 from ellm.goals import SuggestedGoals, goal_text
-from ellm.lm import build_suggester
 from ellm.reward import GameReward, GoalReward, Scored, StepData
 from text_crafter import GOOD_ACTIONS, SYNONYMS
 

@@ -11,7 +11,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ellm.errors import ConfigError
-from ellm.lm.prompts import MAX_GOALS_PER_ANSWER
+from ellm.lm.bullets import MAX_GOALS_PER_ANSWER
 from ellm.schema import one_of, parse, valid
 from lmclient.pricing import is_openai_endpoint
 from lmclient.spec import OPENAI_API_URL
@@ -87,8 +87,7 @@ def _price_pair(v: Any) -> tuple[float, float] | None:
 
 
 def _lowercase(v: Any) -> str:
-    """``auto``, ``true`` or ``false`` in any case (YAML and Hydra turn true/false into
-    booleans)."""
+    """``auto``, ``true`` or ``false`` in any case (YAML and Hydra make true/false booleans)."""
     return str(v).lower() if isinstance(v, (bool, str)) else v
 
 
@@ -111,9 +110,8 @@ def _boolean_field(default: bool) -> Any:
 
 @dataclass(frozen=True)
 class LMSpec:
-    """Validated ``env_spec.lm_spec``: each field says what a valid value is (``ellm.schema``,
-    the style of every config block); its defaults are config.yaml's (a test holds them equal)
-    and docs/lm.md's. Holds no secret."""
+    """Validated ``env_spec.lm_spec`` (``ellm.schema``'s style), holding no secret; its defaults
+    are config.yaml's and docs/lm.md's (a test holds them equal)."""
 
     lm_class: str = valid(
         f"one of {', '.join(LM_CLASSES)} (or the original's {', '.join(LM_CLASS_ALIASES)})",
@@ -179,10 +177,8 @@ LEGACY_KEY_ENV = "ELLM_LEGACY_OPENAI_KEY"
 
 
 def adopt_config_key(raw: Mapping[str, Any], spec: LMSpec) -> bool:
-    """A deprecated ``openai_key`` set in a config file, for a run that asks an LLM, goes where
-    train.py puts one given on the command line, so that clients built from the parsed spec
-    (which holds no secret) find it; the command line's wins, as an override wins over a file.
-    True if it was there."""
+    """A deprecated ``openai_key`` of a config file goes where train.py puts one given on the
+    command line (which wins), for clients built from the parsed spec; True if it was there."""
     key = raw.get("openai_key")
     if not key or spec.lm_class != "GPTLanguageModel":
         return False
@@ -191,8 +187,7 @@ def adopt_config_key(raw: Mapping[str, Any], spec: LMSpec) -> bool:
 
 
 def key_variable(spec: LMSpec) -> str:
-    """The environment variable whose key goes to ``spec``'s endpoint: ``OPENAI_API_KEY`` only
-    to OpenAI's API host, the one ``api_key_env`` names to any other."""
+    """The variable whose key goes to ``spec``'s endpoint: OPENAI_API_KEY to OpenAI's only."""
     return "OPENAI_API_KEY" if is_openai_endpoint(spec.base_url) else spec.api_key_env
 
 

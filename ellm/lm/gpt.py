@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final, Protocol
 
-from ellm.lm.base import NoveltyFilter, TextState, truncate
-from ellm.lm.prompts import MAX_GOALS_PER_ANSWER, BulletPrompt, parse_bullets
+from ellm.lm.base import NoveltyFilter, truncate
+from ellm.lm.bullets import MAX_GOALS_PER_ANSWER, parse_bullets
 from lmclient.client import LMClient, Prompt
 from lmclient.constraints import GoalList
 
@@ -14,17 +14,25 @@ from lmclient.constraints import GoalList
 MAX_CONSTRAINED_GOALS: Final = 8
 
 
+class GoalPrompt(Protocol):
+    """A game's prompt for a state, for the completions and the chat endpoint."""
+
+    def text(self, state: Any) -> str: ...
+
+    def messages(self, state: Any) -> list[dict[str, str]]: ...
+
+
 class GPTLanguageModel:
     """Asks the LM for goals with a few-shot bullet prompt and parses its "- verb object" lines."""
 
     uses_success_gate = True
 
-    def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
+    def __init__(self, client: LMClient, prompt: GoalPrompt, *,
                  novelty_bonus: bool = True, max_num_goals: int | None = None,
                  synonyms: Mapping[str, str] | None = None,
                  goal_vocabulary: Sequence[str] | None = None) -> None:
         self.client = client
-        self.prompt = prompt or BulletPrompt()
+        self.prompt = prompt
         self.novelty = NoveltyFilter(novelty_bonus, synonyms)
         self.max_num_goals = max_num_goals
         self.constraint = None if not goal_vocabulary else GoalList(
@@ -40,18 +48,18 @@ class GPTLanguageModel:
     def mark_achieved(self, goal: str) -> None:
         self.novelty.mark(goal)
 
-    def suggest(self, state: TextState) -> list[str]:
+    def suggest(self, state: Any) -> list[str]:
         goals = self.raw_goals(state)
         return truncate(self.novelty.keep(goals), self.max_num_goals)
 
-    def raw_goals(self, state: TextState) -> list[str]:
+    def raw_goals(self, state: Any) -> list[str]:
         """All goals the LM gives for ``state`` (no novelty filter)."""
         answer = self.client.complete(self.request(state), self.constraint)
         if answer is None:
             return []
         return self.parse(answer)
 
-    def request(self, state: TextState) -> Prompt:
+    def request(self, state: Any) -> Prompt:
         """What is sent for ``state``: chat messages or the completion prompt."""
         if self.client.spec.endpoint == "chat":
             return self.prompt.messages(state)
@@ -66,11 +74,9 @@ class GPTLanguageModel:
         return goals
 
     def yes_probability(self, prompt: str) -> float | None:
-        """Closed yes/no query (Housekeep): see :meth:`LMClient.yes_probability`."""
         return self.client.yes_probability(prompt)
 
     def is_yes(self, prompt: str) -> bool | None:
-        """Closed yes/no answer against ``prob_threshold``: see :meth:`LMClient.is_yes`."""
         return self.client.is_yes(prompt)
 
     def metrics(self) -> dict[str, float]:

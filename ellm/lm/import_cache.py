@@ -1,7 +1,5 @@
-"""Import the original ELLM answer cache into ours: ``python -m ellm.lm.import_cache FILE.pkl``.
-
-The pickle is read as data, never unpickled: unpickling runs the author's code.
-"""
+"""Import the original ELLM answer cache into ours: ``python -m ellm.lm.import_cache FILE.pkl``,
+the pickle read as data, never unpickled (that would run its author's code)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ellm.lm.base import TextState
-from ellm.lm.gpt import GPTLanguageModel
-from ellm.lm.prompts import BulletPrompt
+from ellm.lm.gpt import GoalPrompt, GPTLanguageModel
 from lmclient.cache import CachedAnswer
 from lmclient.client import ConstraintRefused, LMClient, Prompt
 
@@ -39,10 +37,9 @@ def fallback_warning(counts: Mapping[str, float]) -> str | None:
 
 
 class NonBlockingLanguageModel(GPTLanguageModel):
-    """``GPTLanguageModel`` whose cache misses are asked in the background (metrics in docs/lm.md).
-    """
+    """``GPTLanguageModel`` whose cache misses are asked in the background (docs/lm.md)."""
 
-    def __init__(self, client: LMClient, prompt: BulletPrompt | None = None, *,
+    def __init__(self, client: LMClient, prompt: GoalPrompt, *,
                  novelty_bonus: bool = True, max_num_goals: int | None = None,
                  max_in_flight: int = 4, synonyms: Mapping[str, str] | None = None,
                  goal_vocabulary: Sequence[str] | None = None) -> None:
@@ -69,7 +66,7 @@ class NonBlockingLanguageModel(GPTLanguageModel):
     def in_flight(self) -> int:
         return sum(not future.done() for future in self._pending.values())
 
-    def raw_goals(self, state: TextState) -> list[str]:
+    def raw_goals(self, state: Any) -> list[str]:
         """The cached answer's goals, else the fallback goals (the miss is asked meanwhile)."""
         start = time.monotonic()
         try:
@@ -95,8 +92,7 @@ class NonBlockingLanguageModel(GPTLanguageModel):
                 "in_flight": float(self.in_flight), "pool_full": float(self.pool_full)}
 
     def close(self) -> None:
-        """Let requests in flight finish their attempt (no retry), then stop the pool. Idempotent.
-        """
+        """Let requests in flight finish their attempt (no retry), then stop the pool."""
         if self._pool is None:
             return
         start = time.monotonic()

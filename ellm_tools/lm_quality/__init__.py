@@ -32,7 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import CheckpointError
 from ellm.config import RunSpec, redacted, validate
-from ellm.lm import SimpleOracle, parse_lm_spec
+from ellm.games.crafter.oracle import SimpleOracle
+from ellm.lm import parse_lm_spec
 from ellm_tools.lm_quality import score
 from ellm_tools.lm_quality.states import sample_crafter_states, sample_housekeep_questions
 from lmclient.client import LMConfigError

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ellm.games.crafter.oracle import SimpleOracle
 from ellm.games.housekeep.method import AnswerRecord, HousekeepSuggester, answer_metrics
-from ellm.lm import GoalSuggester, SimpleOracle
+from ellm.lm import GoalSuggester
 from ellm_tools.lm_quality.states import CrafterSample, Question
 from text_crafter import GOOD_ACTIONS, SYNONYMS
 from text_crafter.actions import EASIER_ACTIONS

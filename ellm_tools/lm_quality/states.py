@@ -24,8 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from ellm.games import Game
 from ellm.games.crafter.goals import text_state
-from ellm.lm import SimpleOracle, TextState
-from ellm.lm.prompts import state_description
+from ellm.games.crafter.oracle import SimpleOracle
+from ellm.games.crafter.prompts import state_description
+from ellm.games.crafter.state import TextState
 from text_crafter.actions import GOOD_ACTIONS, UPSTREAM, action_noun
 from text_crafter.captions import material_name, object_name
 

@@ -17,8 +17,8 @@ from ellm.games.craftax.game import (
     SYNONYMS,
     Caption,
 )
+from ellm.games.crafter.oracle import ORACLE_RULES, PAPER_PREREQS
 from ellm.lm.base import normalise_goal
-from ellm.lm.oracle import ORACLE_RULES, PAPER_PREREQS
 
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
 # The goals an LM answer may name: Text-Crafter's goal vocabulary (harder action space).

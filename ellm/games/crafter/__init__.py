@@ -1,7 +1,8 @@
 """Text-Crafter as a game of the training loop (ELLM.md §2; ``CrafterTextEnv-v1`` and friends).
 
 The game is :mod:`text_crafter`; ELLM's pieces that read its captions and info keys live here:
-the goal source and goal reward (:mod:`.goals`) and single-task finetuning (:mod:`.task`)."""
+goals and goal reward (:mod:`.goals`), a single task (:mod:`.task`), the suggesters (:mod:`.state`,
+:mod:`.oracle`, :mod:`.prompts`, :mod:`.suggesters`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import numpy as np
 from omegaconf import DictConfig
 
 from ellm.games.crafter.goals import CrafterGoalReward, text_state
+from ellm.games.crafter.suggesters import build_suggester
 from ellm.games.crafter.task import SINGLE_TASKS, SingleTaskReward, TaskGoals, TaskReward
 from ellm.games.report import GameReport
 from ellm.goals import Goals, NoGoals, SuggestedGoals, goal_text
-from ellm.lm import LMSpec, build_suggester
+from ellm.lm import LMSpec
 from ellm.reward import GoalReward, StepReward
 from ellm.schema import one_of, parse, valid
 from text_crafter import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ellm.lm import TextState
+from ellm.games.crafter.state import TextState
 from ellm.reward import GoalReward, Scored, StepData
 
 

@@ -1,7 +1,5 @@
-"""Prompts for open goal generation and the parser of their answers (ELLM.md §3).
-
-``BulletPrompt`` keeps the original few-shot structure in our own words.
-"""
+"""Crafter's few-shot prompt for open goal generation (ELLM.md §3): the original's structure in
+our own words; :mod:`ellm.lm.bullets` reads the answers."""
 
 from __future__ import annotations
 
@@ -9,16 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ellm.lm.base import TextState, normalise_goal
+from ellm.games.crafter.state import TextState
 
 PROMPT_NAMES: Final = ("BulletPrompt",)
 VALID_VERBS: Final = ("sleep", "eat", "attack", "chop", "drink", "place", "make", "mine")
-BULLETS: Final = ("-", "*", "\u2022")
-# What one answer may give, constrained or not: goals are a short "verb object" (the longest the
-# games name has 20 characters), and every goal an answer gives is embedded at every step that
-# shows it (40,000 goals in a 349 KB answer slowed training 200-fold).
-MAX_GOALS_PER_ANSWER: Final = 64
-MAX_GOAL_CHARS: Final = 100
 
 BULLET_TEMPLATE: Final = (
     f"Valid actions: {', '.join(VALID_VERBS)}.\n"
@@ -87,26 +79,3 @@ def load_prompt(name: str, prompt_file: str | Path | None = None) -> BulletPromp
         return BulletPrompt(template)
     except ValueError as err:
         raise ValueError(f"bad prompt template {path}: {err}") from err
-
-
-def parse_bullets(answer: str, strict: bool = False) -> list[str] | None:
-    """Goals from the first block of "- verb object" lines; None when there is none.
-
-    A non-bullet line ends the list: small models go on inventing a next example. A goal over
-    ``MAX_GOAL_CHARS`` is skipped, and the list ends at ``MAX_GOALS_PER_ANSWER`` goals.
-    """
-    if strict and any(line.strip() and not line.strip().startswith("-")
-                      for line in answer.splitlines()):
-        return None
-    goals: dict[str, None] = {}  # ordered, without repeats
-    for line in answer.splitlines():
-        line = line.strip()
-        if line[:1] in BULLETS:
-            goal = normalise_goal(line[1:])
-            if goal and len(goal) <= MAX_GOAL_CHARS:
-                goals[goal] = None
-                if len(goals) == MAX_GOALS_PER_ANSWER:
-                    break
-        elif line and goals:
-            break
-    return list(goals) or None

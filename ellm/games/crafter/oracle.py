@@ -1,14 +1,14 @@
-"""Suggesters that need no language model: the rule-based oracle and the Novelty baseline."""
+"""The rule-based oracle: Crafter's goals whose prerequisites hold in a state (docs/lm.md)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ellm.lm.base import NoveltyFilter, TextState, truncate
-from lmclient.counters import LMCounters
+from ellm.games.crafter.state import TextState
+from ellm.lm.base import ModelFreeSuggester, truncate
 
 
 @dataclass(frozen=True)
@@ -110,36 +110,9 @@ def caption_words(caption: str) -> frozenset[str]:
     return frozenset(re.findall(r"[a-z]+", caption.lower()))
 
 
-class _RuleFreeSuggester:
-    """Shared episode bookkeeping of the suggesters that call no model."""
-
-    uses_success_gate: bool = True
-
-    def __init__(self, *, novelty_bonus: bool = True, max_num_goals: int | None = None,
-                 synonyms: Mapping[str, str] | None = None) -> None:
-        self.novelty = NoveltyFilter(novelty_bonus, synonyms)
-        self.max_num_goals = max_num_goals
-        self.counters = LMCounters()
-
-    def reset(self) -> None:
-        self.novelty.reset()
-
-    def mark_achieved(self, goal: str) -> None:
-        self.novelty.mark(goal)
-
-    def metrics(self) -> dict[str, float]:
-        return {**self.counters.as_metrics(), "budget_spent": 0.0, "budget_exhausted": 0.0}
-
-    def close(self) -> None:
-        """Nothing to release: no model is asked."""
-
-
-class SimpleOracle(_RuleFreeSuggester):
-    """Rule-based goals from the caption and the true inventory.
-
-    ``paper_setting``: the original's rules; otherwise only what the upstream rules let the
-    player do.
-    """
+class SimpleOracle(ModelFreeSuggester):
+    """Rule-based goals from the caption and the true inventory: the original's rules with
+    ``paper_setting``, else only what the upstream rules let the player do."""
 
     def __init__(self, *, paper_setting: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -154,22 +127,3 @@ class SimpleOracle(_RuleFreeSuggester):
             goals = [rule.goal for rule in ORACLE_RULES
                      if rule.holds(words, state.inventory_counts, state.status.lower())]
         return truncate(self.novelty.keep(goals), self.max_num_goals)
-
-
-class BaselineModel(_RuleFreeSuggester):
-    """The Novelty baseline: every goal of ``all_goals`` not achieved yet this episode."""
-
-    uses_success_gate = False
-
-    def __init__(self, all_goals: Sequence[str], *, novelty_bonus: bool = True,
-                 max_num_goals: int | None = None,
-                 synonyms: Mapping[str, str] | None = None) -> None:
-        super().__init__(novelty_bonus=novelty_bonus, max_num_goals=max_num_goals,
-                         synonyms=synonyms)
-        if not all_goals:
-            raise ValueError("BaselineModel needs a non-empty all_goals list")
-        self.all_goals = tuple(dict.fromkeys(all_goals))
-
-    def suggest(self, state: TextState) -> list[str]:
-        self.counters.queries += 1
-        return truncate(self.novelty.keep(self.all_goals), self.max_num_goals)
