@@ -458,7 +458,7 @@ def test_task_name_tasks_pay_only_through_their_chain():
 
 def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_terminal():
     import text_housekeep as th
-    from ellm.games.housekeep.method import (
+    from ellm.games.housekeep.goals import (
         GroundTruthAnswers,
         HousekeepGoalReward,
         HousekeepGoals,

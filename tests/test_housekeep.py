@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 
 import text_housekeep as th
 from ellm.config import ConfigError, validate
-from ellm.games.housekeep.method import (
+from ellm.games.housekeep.goals import (
     AnswerRecord,
     GroundTruthAnswers,
     HousekeepGoalReward,

@@ -15,7 +15,7 @@ from openai_test_server import OpenAITestServer, Reply
 from ellm.games.crafter.oracle import SimpleOracle
 from ellm.games.crafter.prompts import state_description
 from ellm.games.crafter.state import TextState
-from ellm.games.housekeep.method import yes_no_prompt
+from ellm.games.housekeep.goals import yes_no_prompt
 from ellm_tools.lm_quality import main, prepare, run
 from ellm_tools.lm_quality.score import score_crafter
 from ellm_tools.lm_quality.states import (

@@ -8,8 +8,8 @@ compare the goals with the oracle's feasible set for the same state, both as set
 = matches / goals suggested, recall = matches / oracle goals.
 
 Housekeep: each question's yes/no answer against the episode's ground truth
-(:func:`ellm.games.housekeep.method.answer_metrics`, as the training logs it); unanswered questions (error,
-no logprobs) are left out of the accuracy and counted.
+(:func:`ellm.games.housekeep.goals.answer_metrics`, as the training logs it); unanswered
+questions (error, no logprobs) are left out of the accuracy and counted.
 
 Cost columns come from the suggester's own counters (``lm/`` metrics), per query: seconds spent
 in API requests, tokens and dollars. They cover the queries the API answered; answers served
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ellm.games.crafter.oracle import SimpleOracle
-from ellm.games.housekeep.method import AnswerRecord, HousekeepSuggester, answer_metrics
+from ellm.games.housekeep.goals import AnswerRecord, HousekeepSuggester, answer_metrics
 from ellm.lm import GoalSuggester
 from ellm_tools.lm_quality.states import CrafterSample, Question
 from text_crafter import GOOD_ACTIONS, SYNONYMS

@@ -1,6 +1,6 @@
 """Text-Housekeep as a game of the training loop (``env_spec.name=Housekeep``; HOUSEKEEP.md,
 docs/housekeep.md). The method on top of it (yes/no questions, goals, reward) is
-:mod:`.method`."""
+:mod:`.goals`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
-from ellm.games.housekeep.method import (
+from ellm.games.housekeep.goals import (
     HousekeepGoalReward,
     HousekeepGoals,
     answer_metrics,
