@@ -82,7 +82,7 @@ def measure(path: str, *, extra_bufts: bool, tokens: int, n_threads: int | None)
 def speed(model: str, tokens: int, n_threads: int | None) -> int:
     """Measure with and without extra buffer types, each in a fresh process (a crash of one,
     e.g. on a CPU with AMX, is reported as such and does not hide the other)."""
-    from ellm.lm.watch import signal_name
+    from ellm.actors.watch import signal_name
     from ellm_tools.packaged_models import locate_model
 
     path = str(locate_model(model).path)

@@ -58,7 +58,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from ellm.lm.watch import die_with_parent, supervise
+from ellm.actors.watch import die_with_parent, supervise
 from ellm_tools.packaged_models import (
     DEFAULT_PACKAGED,
     LLM_EXTRA,

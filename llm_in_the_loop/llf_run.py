@@ -46,9 +46,10 @@ from ellm.schema import boolean, integer, is_int, non_negative, one_of, parse, v
 from ellm.timing import EverySeconds, duration
 from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
-from text_crafter import StatsWriter, achievements_unlocked, crafter_score, success_rates
+from text_crafter import achievements_unlocked, crafter_score, success_rates
 from text_crafter.tasks import SINGLE_TASKS
 from text_game.llf import FEEDBACK_TYPES, INSTRUCTION_TYPES
+from text_game.stats import StatsWriter
 from text_housekeep import STAT_KEYS, HousekeepDataError, episode_count
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ellm.actors.watch import supervise
 from ellm.games.crafter.prompts import CHAT_SYSTEM, VALID_VERBS, BulletPrompt
 from ellm.games.crafter.state import TextState
 from ellm.games.crafter.suggesters import build_suggester
-from ellm.lm.watch import supervise
 from ellm_tools.packaged_models import (
     PACKAGED_MODELS,
     PLAIN_CHAT_FORMAT,

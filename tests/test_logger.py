@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ellm.logger import Logger
-from text_crafter.stats import StatsWriter, load_stats
+from text_game.stats import StatsWriter, load_stats
 
 
 def read(path):

@@ -9,7 +9,8 @@ from crafter import objects
 
 import text_crafter
 from text_crafter import actions as acts
-from text_crafter.stats import StatsWriter, crafter_score, load_stats, success_rates
+from text_crafter.stats import crafter_score, success_rates
+from text_game.stats import StatsWriter, load_stats
 
 
 def blank_env(env_id="CrafterTextEnv-v1", material="grass", **kwargs):

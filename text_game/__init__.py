@@ -7,5 +7,6 @@ where LLF-Bench is installed: ``text_game.llf_bench``, chosen by ``text_game.reg
 is not part of ``llm_in_the_loop`` (an LLM package the games must not import) nor of ``ellm``
 (the method).
 Also here: :class:`text_game.image_only.ImageOnly`, a training env's pixels alone, for RL
-libraries such as Stable-Baselines3.
+libraries such as Stable-Baselines3, and :mod:`text_game.stats`, the episode records every game's
+runs write (Crafter's ``stats.jsonl``).
 """

@@ -17,10 +17,10 @@ from omegaconf import OmegaConf
 
 from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
 from ellm.actors.shared import STARTING, Shared, SharedPolicy
+from ellm.actors.watch import signal_name
 from ellm.actors.worker import ActorSpec, actor_main
 from ellm.config import RunSpec
 from ellm.lm import LMSpec
-from ellm.lm.watch import signal_name
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,6 @@ from text_crafter import (
     ENV_SPECS,
     GOOD_ACTIONS,
     SYNONYMS,
-    StatsWriter,
     achievements_unlocked,
     crafter_score,
     make,
@@ -36,6 +35,7 @@ from text_crafter import (
     same_action,
     success_rates,
 )
+from text_game.stats import StatsWriter
 
 # Named actions that are not goals when each goal is evaluated alone.
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")

@@ -24,7 +24,7 @@ from ellm.goals import Goals, NoGoals, goal_text
 from ellm.lm import LMSpec
 from ellm.reward import StepReward
 from ellm.schema import integer, is_int, one_of, parse, valid
-from text_crafter import StatsWriter  # Housekeep's episodes use Crafter's stats.jsonl format
+from text_game.stats import StatsWriter
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
@@ -62,7 +62,7 @@ class HousekeepGame:
                         progress_metric=("rearrange_success", "Housekeep: rearrangement success"),
                         table_metrics=("rearrange_success", "misplaced_success", "pick_success",
                                        "place_success", "soft_score"))
-    stats_writer = StatsWriter
+    stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
     def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
         spec = cfg.env_spec

@@ -1,4 +1,4 @@
-"""A watched child process that holds a model: a crash is reported by name."""
+"""Child processes watched by their parent: they die with it, and a crash is reported by name."""
 
 from __future__ import annotations
 
