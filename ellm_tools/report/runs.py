@@ -72,6 +72,8 @@ METHOD_LABELS: dict[str, str] = {
 }
 
 MAX_LABEL = 200  # characters of a method's name
+# Text-Crafter's action spaces other than the paper's 139 names, named in a run's label.
+ACTION_SPACE_LABELS: dict[str, str] = {"easier": "27 actions", "crafter": "17 actions"}
 # The game whose achievements the report scores (Crafter's score and success rates).
 SCORED = next(g.report for g in GAMES if g.report.scores_achievements)
 
@@ -159,6 +161,9 @@ def method_name(config: Mapping[str, Any], group_by: Iterable[str] = ()) -> str:
         name = _lm_method(config)
     if name not in (RANDOM, EXTRINSIC) and cfg_get(config, "use_extr_rew"):
         name += " + extrinsic"
+    space = cfg_get(config, "env_spec.action_space_type") if config else None
+    if space in ACTION_SPACE_LABELS and config.get("engine") != "craftax":
+        name += f" ({ACTION_SPACE_LABELS[space]})"
     if config and game_of(config).label:
         name = f"{game_of(config).label}: {name}"
     task = cfg_get(config, "env_spec.single_task") if config else None
