@@ -4,8 +4,8 @@
     python scripts/same_seed.py compare BEFORE.json AFTER.json
 
 ``run`` trains each configuration of :data:`RUNS` for a few thousand frames with ``train.py`` of
-``CHECKOUT`` (seed 1, one torch thread) and writes a digest: every CSV row of the run dir,
-without the columns that measure time. ``compare`` prints, per run, whether the two digests are
+``CHECKOUT`` (seed 1, one torch thread; every method of both engines) and writes a digest: every
+CSV row of the run dir (and of its seeds' dirs), without the columns that measure time. ``compare`` prints, per run, whether the two digests are
 equal and the first difference. The 2-actor run is timing-dependent (the actors run ahead of
 the learner), so for it only the columns are compared.
 """
@@ -40,6 +40,15 @@ RUNS: dict[str, list[str]] = {
                          "env_spec.lm_spec.lm_class=SimpleOracle"],
     "ellm_oracle_2_actors": [*ELLM, "num_actors=2", "actor_sync_frames=100"],
 }
+# The Craftax engine refuses the torch engine's keys: its runs have their own short config, and
+# every method of it is run (all seeds' CSVs, ``seed<k>/*.csv``, are compared).
+CRAFTAX_SHORT = ["env_spec.name=Craftax-Classic-v1", "craftax.num_envs=8", "craftax.num_steps=8",
+                 "craftax.hidden=32", "craftax.updates_per_chunk=2", "craftax.minibatches=2",
+                 "craftax.reset_worlds=2", "num_train_frames=512", "eval_every_frames=256",
+                 "num_eval_episodes=2", "env_spec.length=40", "progress=false", "seeds=2",
+                 "seed=1"]
+CRAFTAX_METHODS = ("ellm", "novelty", "rnd", "noveld", "e3b", "extrinsic", "zero", "random")
+RUNS.update({f"craftax_{m}": [f"method={m}"] for m in CRAFTAX_METHODS})
 TIMING_DEPENDENT = {"ellm_oracle_2_actors"}
 TIME_WORDS = ("fps", "time", "latency", "wall", "elapsed", "_s")
 
@@ -50,12 +59,12 @@ def timed(column: str) -> bool:
 
 def digest(run_dir: Path) -> dict[str, list[dict[str, str]]]:
     out = {}
-    for path in sorted(run_dir.glob("*.csv")):
+    for path in sorted(run_dir.rglob("*.csv")):
         if path.name == "time.csv":  # each section's share of the wall time: all of it timing
             continue
         with path.open(newline="") as f:
-            out[path.name] = [{k: v for k, v in row.items() if not timed(k)}
-                              for row in csv.DictReader(f)]
+            out[str(path.relative_to(run_dir))] = [{k: v for k, v in row.items() if not timed(k)}
+                                                   for row in csv.DictReader(f)]
     return out
 
 
@@ -69,7 +78,8 @@ def run(repo: Path, out: Path, only: list[str]) -> None:
                 continue
             run_dir = Path(tmp) / name
             proc = subprocess.run(
-                [sys.executable, str(repo / "train.py"), *SHORT, *overrides,
+                [sys.executable, str(repo / "train.py"),
+                 *(CRAFTAX_SHORT if name.startswith("craftax_") else SHORT), *overrides,
                  f"hydra.run.dir={run_dir}"], cwd=tmp, capture_output=True, text=True,
                 env={**env, "ELLM_CACHE_DIR": str(Path(tmp) / "lm_cache")}, check=False)
             if proc.returncode != 0:
