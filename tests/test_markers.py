@@ -28,6 +28,7 @@ QUICK_CHILDREN = {
         "a writer under SIGINT",
     "test_layout.py::test_the_method_pieces_that_need_no_game_load_none": "fresh interpreter",
     "test_layout.py::test_ruff_finds_nothing": "ruff",
+    "test_layout_lm.py::test_importing_the_client_loads_no_game_and_no_torch": "fresh interpreter",
     "test_llf_envs.py::test_a_game_imports_neither_the_other_game_nor_llm_or_rl_code":
         "fresh interpreter",
     "test_lm_cache.py::test_concurrent_writers_share_one_cache": "cache writers",
