@@ -16,7 +16,8 @@ from crafter import objects
 from ellm.craftax.pqn import Batch, lambda_returns
 from ellm.games.craftax import goals as G
 from ellm.games.craftax.reward import goal_reward
-from ellm.lm import SimpleOracle, TextState
+from ellm.games.crafter.oracle import SimpleOracle
+from ellm.games.crafter.state import TextState
 from text_craftax import NAMES, NO_PHRASE, PHRASES, Caption, describe, phrase_text
 from text_craftax import make as make_craftax
 from text_craftax.captions import caption

@@ -24,7 +24,7 @@ CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ellm").rglob("*.py")
 TOOLS = "ellm_tools"
 # The report presents any game's runs too: through each game's GameReport, never its package.
 REPORT = sorted(str(p.relative_to(ROOT)) for p in (ROOT / TOOLS / "report").glob("*.py"))
-PACKAGES = ("ellm", TOOLS, "llm_in_the_loop", "baselines", "text_game", *GAMES)
+PACKAGES = ("ellm", "lmclient", TOOLS, "llm_in_the_loop", "baselines", "text_game", *GAMES)
 
 
 def _module_name(path: Path) -> str:

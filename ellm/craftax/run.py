@@ -288,7 +288,7 @@ class CraftaxRun:
         """Ask the LLM about the captions that fell back; answers fill the goal table."""
         if self.suggester is None:
             return
-        from ellm.lm.base import TextState
+        from ellm.games.crafter.state import TextState
 
         keys = records["lm_key"][records["fallback"]]
         if not len(keys):
