@@ -1,25 +1,5 @@
-"""IntrinsicAgent: ELLM's goal-conditioned DQN with one intrinsic-reward plug-in.
-
-The DQN's update (:meth:`ellm.agent.DQNAgent.update`) trains on
-
-    R = batch.reward + the plug-in's n-step return
-
-where ``batch.reward`` is the replay's n-step sum of the (clipped) rewards the loop stored: for
-these agents ``agent.extr_rew_weight`` times the game reward with ``use_extr_rew=True``, else 0.
-R is bootstrapped with the batch's ``discount`` = gamma^k times the termination flag, so every
-term counts the same k steps. The plug-in (a :class:`~ellm.reward.BatchReward`) is chosen once by
-the learner setting (:class:`ellm.agent_options.LearnerSetting`):
-
-- paper setting: the original's computation on the DQN encoder's own features, ONE reward per
-  sampled transition (:mod:`baselines.paper`, docs/fidelity.md);
-- fixed setting: a reward for every step of the n-step window on the plug-in's own networks,
-  discounted into the n-step return (:class:`baselines.intrinsic.WindowReward`). The window's
-  frame stacks are rebuilt from ``obs`` and ``next_obs`` (:func:`window_stacks`, which needs
-  ``nstep <= frame_stack``), its texts come from ``window_text_obs``.
-
-Each update scores the batch with the plug-in as it is, takes the DQN step, then one gradient
-step of the plug-in on the same batch.
-"""
+"""IntrinsicAgent: ELLM's DQN trained on the replay's reward plus one plug-in's n-step return,
+which spans the same k steps as the replay's sum and its bootstrap (docs/baselines.md)."""
 
 from __future__ import annotations
 
@@ -54,8 +34,7 @@ class IntrinsicOptions(AgentOptions):
 
     @property
     def language_input(self) -> bool:
-        """A second module on the language state (auto: the original's default, True,
-        wherever it could run)."""
+        """A second module on the language state; auto: the original's True, where it can run."""
         if self.use_language == "auto":
             return self.use_language_state == "sbert"
         return bool(self.use_language)
@@ -68,8 +47,7 @@ class IntrinsicOptions(AgentOptions):
 
 
 class IntrinsicAgent(DQNAgent):
-    """A DQNAgent with one intrinsic-reward plug-in in ``rewards`` (see module docstring).
-    Subclasses say how to build it: :meth:`scorer` (fixed setting) and :meth:`paper_reward`."""
+    """A DQNAgent whose subclasses build its plug-in: :meth:`scorer` or :meth:`paper_reward`."""
 
     Options: ClassVar[type[AgentOptions]] = IntrinsicOptions
     options: IntrinsicOptions
@@ -97,11 +75,9 @@ class IntrinsicAgent(DQNAgent):
         self.rewards.append(plugin)
 
     def scorer(self, input_shape: tuple[int, ...]) -> Scorer:
-        """The fixed setting's networks for inputs of ``input_shape`` ((S, H, W) or (D,))."""
         raise NotImplementedError
 
     def paper_reward(self, feature_dims: Mapping[str, int]) -> IntrinsicReward:
-        """The paper setting's plug-in on encoder features of these widths."""
         raise NotImplementedError
 
     def intrinsic_config(self) -> dict[str, Any]:
@@ -110,9 +86,7 @@ class IntrinsicAgent(DQNAgent):
                 "agent.rep_dim": self.options.rep_dim,
                 "paper_setting": self.setting.feature_rewards}
 
-    # ------------------------------------------------------------------ what the plug-ins read
     def window_inputs(self, batch: Any) -> dict[str, torch.Tensor]:
-        """Each input's states of the n-step window: [B, nstep + 1, ...]."""
         n_steps = batch.n_steps.to(self.device)
         inputs = {"pixel": window_stacks(batch.obs.to(self.device),
                                          batch.next_obs.to(self.device), n_steps, self.nstep)}
@@ -122,8 +96,7 @@ class IntrinsicAgent(DQNAgent):
 
     @torch.no_grad()
     def encoder_features(self, batch: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """(s, s') features of the online DQN encoder: fused, or, with ``use_language``, the
-        image and language-state features apart (as the original's baselines read them)."""
+        """(s, s') online-encoder features; with ``use_language``, image and language apart."""
         obs = batch.obs.to(self.device) if self.options.use_image else None
         next_obs = batch.next_obs.to(self.device) if self.options.use_image else None
         text = self.text.of_batch(batch)
@@ -134,7 +107,6 @@ class IntrinsicAgent(DQNAgent):
         return {"pixel": (self.online.features(obs, text.language, text.goal),
                           self.online.features(next_obs, text.next_language, text.next_goal))}
 
-    # ------------------------------------------------------------------ checkpoints
     @property
     def _state_key(self) -> str:
         return "paper" if self.setting.feature_rewards else "modules"
@@ -146,7 +118,6 @@ class IntrinsicAgent(DQNAgent):
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume: the DQN state plus the plug-in's networks, optimiser and statistics."""
         saved = state.get("intrinsic") if isinstance(state, Mapping) else None
         if saved is not None:
             check_same(saved["config"], self.intrinsic_config())

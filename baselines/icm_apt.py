@@ -1,21 +1,6 @@
-"""APT on an ICM representation (ELLM.md section 6): ``agent=apt``, or the original
-``agent._target_=baselines.icm_apt.ICMAPTAgent [+agent.use_language=True]``.
-
-Representation (ICM): an encoder phi, a forward model f(phi(s), onehot(a)) -> phi(s') and an
-inverse model g(phi(s), phi(s')) -> logits over the discrete actions, trained on one-step
-transitions with
-
-    forward_loss = mean over samples and features of (f(sg phi(s), onehot(a)) - sg phi(s'))^2
-    inverse_loss = cross-entropy of g(phi(s), phi(s')) against the action taken
-
-(sg = stop-gradient: the encoder learns from the inverse model only, so it keeps what the agent's
-actions change and cannot collapse to make the forward loss vanish).
-
-Reward (APT, particle-based entropy) of a transition s -> s': d = the mean Euclidean distance
-from phi(s') to its k nearest other particles (``knn_k``, 12) among the batch's states at the
-same window position, raw = d, reward = log(1 + d / running mean of d) (fixed setting; the paper
-setting's APT is in :mod:`baselines.paper`).
-"""
+"""APT on an ICM representation (ELLM.md section 6, docs/baselines.md): ``agent=apt``.
+The encoder learns from the inverse model only (the forward loss reads it through a
+stop-gradient), so it keeps what the actions change and cannot collapse to zero that loss."""
 
 from __future__ import annotations
 
@@ -44,8 +29,7 @@ from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:
-    """Mean Euclidean distance [N] from each row of ``x`` [N, D] to its ``k`` nearest other rows
-    (k is capped at N - 1; a lone row gets 0)."""
+    """Mean distance from each row of ``x`` to its ``k`` nearest other rows (at most N - 1)."""
     n = x.shape[0]
     k = min(k, n - 1)
     if k < 1:
@@ -62,7 +46,6 @@ class ICMLosses(NamedTuple):
 
 
 class ICM(nn.Module):
-    """Encoder, forward model and inverse model (see module docstring)."""
 
     def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
                  rep_dim: int, compile: bool = False):
@@ -73,7 +56,6 @@ class ICM(nn.Module):
         self.inverse_model = mlp(2 * rep_dim, hidden_dim, num_actions)
 
     def losses(self, batch: Transitions, phi_next: torch.Tensor | None = None) -> ICMLosses:
-        """``phi_next``: the encoder's output on ``batch.next_obs`` (with its graph), if computed."""
         phi = self.encoder(batch.obs)
         if phi_next is None:
             phi_next = self.encoder(batch.next_obs)
@@ -88,8 +70,7 @@ class ICM(nn.Module):
 
 
 class APT:
-    """Particle-based entropy reward on an ICM representation; ICM trained with Adam at ``lr``.
-    A :class:`~baselines.intrinsic.Scorer`."""
+    """Particle-based entropy reward on an ICM representation: a ``Scorer``."""
 
     def __init__(self, input_shape: tuple[int, ...], num_actions: int, hidden_dim: int,
                  rep_dim: int, lr: float, knn_k: int = 12, device: str | torch.device = "cpu",
@@ -101,8 +82,7 @@ class APT:
 
     def raw_reward(self, batch: Transitions,
                    keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Mean distance to the k nearest particles of the same group, [N]; and the ``keep``
-        rows' representations with their graph (None without ``keep``), for :meth:`learn`."""
+        """k-NN distances within each group, and the ``keep`` rows' graph, for :meth:`learn`."""
         rep, kept = forward_keeping(self.icm.encoder, batch.next_obs, keep)
         rep = rep.float()
         if batch.group is None:
@@ -119,8 +99,7 @@ class APT:
         return RewardOutput(raw, torch.log1p(raw / max(self.stats.mean, EPS)), kept)
 
     def learn(self, batch: Transitions, kept: torch.Tensor | None = None) -> dict[str, Any]:
-        """One ICM step on the batch; ``kept``, the encoder's output on its next states as
-        :meth:`score` computed it (the same weights), spares a forward pass."""
+        """One ICM step; ``kept`` (next states' codes from :meth:`score`) spares a forward pass."""
         if kept is not None and len(kept) != len(batch.next_obs):
             raise ValueError(f"kept representations of {len(kept)} states for a batch of "
                              f"{len(batch.next_obs)}")
@@ -152,8 +131,7 @@ def check_batch(knn_k: int, batch_size: int) -> None:
 
 @dataclass(frozen=True)
 class APTOptions(IntrinsicOptions):
-    """The ``agent`` keys of APT (``agent/apt.yaml``); the language module is off by default
-    and weighs 1, as the original's."""
+    """The ``agent`` keys of APT; the language module is off and weighs 1, as the original's."""
 
     use_language: bool | str = boolean_or_auto(False)
     language_weight: float = non_negative(1.0)
@@ -167,8 +145,7 @@ class APTOptions(IntrinsicOptions):
 
 
 class ICMAPTAgent(IntrinsicAgent):
-    """ELLM's DQN trained on the APT reward; see :class:`IntrinsicAgent`. The batch size must
-    exceed ``knn_k``."""
+    """ELLM's DQN trained on the APT reward."""
 
     Options: ClassVar[type[AgentOptions]] = APTOptions
     options: APTOptions

@@ -1,17 +1,5 @@
-"""Pieces shared by the intrinsic-reward plug-ins (RND, NovelD, APT): running statistics, the
-plug-ins' common base, and the fixed setting's n-step window.
-
-Every plug-in is a :class:`~ellm.reward.BatchReward`: ``compute(batch)`` returns the n-step
-return of each sampled transition and its metrics, ``update(batch)`` takes one gradient step of
-its own networks on the same batch. What a plug-in reads of a batch (frame stacks and text
-embeddings of the window, or the DQN encoder's features) is derived once, in ``compute``, before
-the agent's TD step changes that encoder, and reused by ``update``.
-
-The fixed setting (:class:`WindowReward`) scores every step ``s -> s'`` of the n-step window with
-one scorer per input (:class:`Scorer`): uint8 frame stacks ``[N, S, H, W]`` for the pixel scorer,
-frozen sentence embeddings ``[N, D]`` for the language one; the paper setting's plug-ins are in
-:mod:`baselines.paper`.
-"""
+"""What the intrinsic-reward plug-ins share. A plug-in reads a batch once, in ``compute``, before
+the TD step moves the DQN encoder, and ``update`` reuses that reading."""
 
 from __future__ import annotations
 
@@ -29,14 +17,8 @@ EPS = 1e-8  # floor of a normaliser (a constant batch has std 0)
 
 
 class RunningMeanStd:
-    """Count, mean and population variance of every value seen, merged batch by batch.
-
-    Without a prior it merges sums of squared deviations (Chan et al.), so the statistic equals
-    that of all values at once. With ``prior_count`` it starts from a prior of mean 0 and
-    variance 1 worth that many values and merges the variance as the original's normaliser did,
-    rescaling it by the count at each merge (the same statistic up to rounding, kept so that the
-    paper setting's numbers are the original's).
-    """
+    """Count, mean and variance of every value seen; with ``prior_count``, from a prior of mean 0
+    and variance 1, merged as the original did so the paper setting's numbers are its numbers."""
 
     def __init__(self, prior_count: float = 0) -> None:
         self.prior_count = prior_count
@@ -83,35 +65,27 @@ class RunningMeanStd:
 class Transitions(NamedTuple):
     """One-step transitions ``s -> s'`` (leading dimension N)."""
 
-    obs: torch.Tensor  # scorer input for s
-    action: torch.Tensor  # int64 [N], the action taken in s; -1 where unknown
-    next_obs: torch.Tensor  # scorer input for s'
-    # int64 [N] or None: particle-based rewards compare a state only with states of its own group
-    # (the window position, see WindowReward)
-    group: torch.Tensor | None = None
+    obs: torch.Tensor
+    action: torch.Tensor  # -1 where unknown
+    next_obs: torch.Tensor
+    group: torch.Tensor | None = None  # particles meet only their group's (the window position)
 
 
 class RewardOutput(NamedTuple):
-    raw: torch.Tensor  # [N] the scorer's value before normalisation
-    reward: torch.Tensor  # [N] the normalised reward
-    # what the scorer computed with gradients on the rows ``score`` was asked to keep, for its
-    # next ``learn`` on those rows' transitions; None when it keeps nothing
-    kept: Any = None
+    raw: torch.Tensor
+    reward: torch.Tensor
+    kept: Any = None  # computed with gradients on the kept rows, for the next ``learn``
 
 
 class Scorer(Protocol):
     """One input's networks of a :class:`WindowReward` (RND's target and predictor, APT's ICM)."""
 
     def score(self, batch: Transitions, keep: torch.Tensor | None = None) -> RewardOutput:
-        """Raw and normalised reward of each transition (no gradients); the raw values enter
-        the running statistic first, so the normaliser includes the batch it scores. ``keep``
-        (bool [N]): the rows whose transitions, in order, the next ``learn`` trains on; a scorer
-        may return in ``kept`` what it computed for them with gradients, to spare ``learn``
-        computing it again."""
+        """Raw and normalised rewards, the batch counted in the normaliser first; ``keep``: the
+        rows the next ``learn`` trains on, whose gradient work ``kept`` may carry to it."""
 
     def learn(self, batch: Transitions, kept: Any = None) -> dict[str, Any]:
-        """One gradient step on the batch; its losses. ``kept``: the ``kept`` of the ``score``
-        call whose kept rows are this batch, or None."""
+        """One gradient step on the batch; its losses."""
 
     def statistics(self) -> dict[str, float]: ...
 
@@ -121,8 +95,7 @@ class Scorer(Protocol):
 
 
 class IntrinsicReward:
-    """What every plug-in shares: its ``name`` (``rnd``, ``noveld`` or ``apt``: the prefix of its
-    metrics), and ``read(batch)``, what it reads of a batch."""
+    """A plug-in's ``name`` (its metrics' prefix) and ``read(batch)``, kept for ``update``."""
 
     per_step = False
 
@@ -132,19 +105,15 @@ class IntrinsicReward:
         self._last: tuple[Any, Any, Any] | None = None  # (batch, what was read, what was kept)
 
     def read(self, batch: Any) -> Any:
-        """What ``compute`` reads of the batch, kept for ``update``."""
         self._last = (batch, self._read(batch), None)
         return self._last[1]
 
     def keep(self, batch: Any, kept: Any) -> None:
-        """Keeps, beside what ``read`` read of the same batch, what ``compute`` made of it that
-        ``update`` can reuse."""
         if self._last is not None and self._last[0] is batch:
             self._last = (batch, self._last[1], kept)
 
     def read_again(self, batch: Any) -> tuple[Any, Any]:
-        """What ``update`` reads, and what ``compute`` kept: those of the same batch (before the
-        TD step); for another batch, read afresh and nothing kept. Nothing is kept past it."""
+        """What ``compute`` read and kept of this batch, before the TD step; else a fresh read."""
         last, self._last = self._last, None
         if last is not None and last[0] is batch:
             return last[1], last[2]
@@ -152,12 +121,8 @@ class IntrinsicReward:
 
 
 class WindowReward(IntrinsicReward):
-    """The fixed setting: a reward for every step of each sample's n-step window, the sum over
-    inputs of ``weights[input]`` times its scorer's normalised reward, discounted into the n-step
-    return sum_{j<k} gamma^j r_j (k = ``batch.n_steps``). ``read(batch)`` gives each input's
-    states of the window, ``[B, nstep + 1, ...]``. A particle-based scorer compares a state only
-    with the states at the same window position in the other samples. The scorers' networks run
-    in the learner's ``precision`` (autocast); their losses and rewards are fp32."""
+    """The fixed setting: every step of the n-step window scored and discounted into the return
+    (docs/baselines.md), the networks in the learner's precision, losses and rewards in fp32."""
 
     def __init__(self, name: str, read: Callable[[Any], Mapping[str, torch.Tensor]],
                  scorers: Mapping[str, Scorer], weights: Mapping[str, float], *, nstep: int,
@@ -175,8 +140,7 @@ class WindowReward(IntrinsicReward):
         rewards = torch.zeros(len(n_steps), self.nstep, device=self.device)
         metrics: dict[str, float] = {}
         action = torch.where(j == 0, batch.action.to(self.device, torch.long)[rows], -1)
-        # Every sample's window has a first step (n_steps >= 1), so the j == 0 rows are, in
-        # order, the first transitions that ``update`` trains on.
+        # Every window has a first step, so the j == 0 rows are, in order, what ``update`` learns.
         first, kept = j == 0, {}
         for name, x in inputs.items():
             with autocast(self.device, self.precision):
@@ -196,8 +160,6 @@ class WindowReward(IntrinsicReward):
         return returns, metrics
 
     def update(self, batch: Any) -> dict[str, Any]:
-        """One step of each scorer on the batch's first transitions (s_{i-1}, a_i, s_i), with
-        what the scorer kept of them when it scored the same batch."""
         action = batch.action.to(self.device, torch.long)
         metrics = {}
         inputs, kept = self.read_again(batch)
@@ -219,9 +181,7 @@ class WindowReward(IntrinsicReward):
 
 def forward_keeping(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
                     keep: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``fn(x)`` without gradients, and ``fn(x[keep])`` with its graph (None without ``keep``):
-    the kept rows go through ``fn`` once, in one call of their own, as a learning step would
-    send them."""
+    """``fn(x)``, and ``fn(x[keep])`` with its graph from a call of its own, as ``learn`` makes."""
     if keep is None:
         with torch.no_grad():
             return fn(x), None
@@ -235,8 +195,7 @@ def forward_keeping(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
 
 
 def input_encoder(input_shape: tuple[int, ...], out_dim: int, compile: bool = False) -> nn.Module:
-    """Nature-DQN conv encoder for frame stacks ``(S, H, W)`` (compiled in place with
-    ``compile``: its state dict keeps its keys), a Linear layer for ``(D,)``."""
+    """A conv encoder for frame stacks (compiled in place: its keys stay), a Linear for vectors."""
     if len(input_shape) == 3:
         encoder = ImageEncoder(input_shape, out_dim)  # type: ignore[arg-type]
         if compile:
@@ -253,14 +212,8 @@ def mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
 
 def window_stacks(obs: torch.Tensor, next_obs: torch.Tensor, n_steps: torch.Tensor,
                   nstep: int) -> torch.Tensor:
-    """Frame stacks of every state of the n-step window, rebuilt from ``obs`` and ``next_obs``.
-
-    For a sample starting at step i with k = ``n_steps`` reward steps, ``obs`` holds frames
-    i-S..i-1 and ``next_obs`` frames i-S+k..i-1+k (S = stack size); as k <= S their union is
-    every frame i-S..i-1+k. Returns uint8 ``[B, nstep + 1, S, H, W]`` whose entry j is the stack
-    ending at i-1+j, entries past k repeating the stack at i-1+k (entry 0 is ``obs``, entry k
-    is ``next_obs``). Frames before the episode start are already padded in both stacks.
-    """
+    """The stack ending at each step of the n-step window, ``[B, nstep + 1, S, H, W]``: with
+    k <= S steps, ``obs`` and ``next_obs`` together hold every frame of the window."""
     batch, stack = obs.shape[:2]
     k = n_steps.to(obs.device, torch.long).reshape(batch, 1, 1)
     if int(k.max()) > stack:
@@ -275,13 +228,8 @@ def window_stacks(obs: torch.Tensor, next_obs: torch.Tensor, n_steps: torch.Tens
 
 def nstep_intrinsic_return(rewards: torch.Tensor, n_steps: torch.Tensor,
                            gamma: float) -> torch.Tensor:
-    """sum_{j<k} gamma^j rewards[:, j] for ``rewards`` [B, nstep] and k = ``n_steps`` [B].
-
-    This is the replay's n-step sum (:func:`ellm.replay.nstep_targets`) with every continuation
-    flag inside the window equal to 1, which holds for any sampled window: an episode ends at
-    its first terminal step, so only the window's last step can be terminal, and that flag only
-    enters the bootstrap discount.
-    """
+    """sum_{j<k} gamma^j rewards[:, j]: the replay's n-step sum with no flag, as only a window's
+    last step can be terminal and its flag enters only the bootstrap discount."""
     n = rewards.shape[1]
     steps = torch.arange(n, device=rewards.device)
     used = steps[None, :] < n_steps.to(rewards.device)[:, None]

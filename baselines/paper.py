@@ -1,21 +1,6 @@
-"""RND, NovelD and APT as the original computed them (the paper setting; docs/fidelity.md rows 6-7).
-
-The plug-ins read the DQN's own encoder features, not pixels: the fused features of the online
-network, or, with ``use_language``, its image features and its language-state features apart
-(taken without gradients; the original let them flow into the Q-network through the TD target).
-Each sampled transition gets ONE intrinsic reward, which stands for the whole n-step intrinsic
-return: the agent adds it to the replay's ``reward``.
-
-RND / NovelD normalise the features with a BatchNorm (no affine, in training mode, as the
-original left it) and clamp them to +-5 before the target and predictor MLPs:
-
-    RND:    r = e(s) + language_weight * e_lang(s)
-    NovelD: r = relu(e(s') - alpha * e(s)) + language_weight * relu(e_lang(s') - alpha * e_lang(s))
-
-with e the predictor's mean squared error, divided by the running standard deviation of r
-(a prior of mean 0 and variance 1 at count 1e-4, as the original's). APT: the particle-based
-entropy of s' on an ICM's representation (:class:`ParticleEntropy`).
-"""
+"""RND, NovelD and APT as the original computed them (the paper setting; docs/fidelity.md).
+They read the DQN encoder's features without gradients (the original let them flow into the
+Q-network through the TD target) and give one reward per transition for its n-step return."""
 
 from __future__ import annotations
 
@@ -38,14 +23,11 @@ def _orthogonal(module: nn.Module) -> None:
 
 
 def original_normaliser() -> RunningMeanStd:
-    """The original's running statistic: a prior of mean 0 and variance 1 at count 1e-4."""
     return RunningMeanStd(prior_count=1e-4)
 
 
 class FeatureReward(IntrinsicReward):
-    """The paper setting's plug-ins: ONE reward per sampled transition, from the DQN encoder's
-    features ``read(batch)`` = {input: (s, s')}; it stands for the whole n-step return.
-    Subclasses compute it (:meth:`reward`) and learn (:meth:`learn`)."""
+    """The paper setting's plug-ins: one reward per transition from the encoder's features."""
 
     stats: RunningMeanStd
 
@@ -75,7 +57,6 @@ class FeatureReward(IntrinsicReward):
         raise NotImplementedError
 
     def learn(self, features: Features, action: torch.Tensor) -> dict[str, Any]:
-        """One gradient step on the batch's transitions; the losses."""
         raise NotImplementedError
 
 
@@ -96,7 +77,6 @@ class FeatureRND(nn.Module):
         self.apply(_orthogonal)
 
     def error(self, features: torch.Tensor) -> torch.Tensor:
-        """Per-sample prediction error [N]."""
         x = self.normalize(features).clamp(-CLIP, CLIP)
         return (self.target(x) - self.predictor(x)).pow(2).mean(dim=1)
 
@@ -118,7 +98,6 @@ class PaperRND(FeatureReward):
         self.stats = original_normaliser()
 
     def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Raw = the weighted prediction errors, reward = raw / running std."""
         with torch.no_grad():
             raw, terms = 0.0, {}
             for name, (obs, next_obs) in features.items():
@@ -150,14 +129,12 @@ class PaperRND(FeatureReward):
         self.stats.load_state_dict(state["stats"])
 
 
-# ---------------------------------------------------------------------------- APT
 KNN_CLIP = 1e-4  # the original's knn_clip
 
 
 class FeatureICM(nn.Module):
-    """ICM on encoder features: an MLP encoder, a forward model on (phi(s), one-hot a) and an
-    inverse classifier on (phi(s), phi(s')). The original regressed the action index through a
-    tanh; a classifier over the discrete actions is the documented fix (ELLM.md section 6)."""
+    """ICM on encoder features; the inverse model classifies the action where the original
+    regressed its index through a tanh (the documented fix, ELLM.md section 6)."""
 
     def __init__(self, feature_dim: int, num_actions: int, hidden_dim: int, rep_dim: int):
         super().__init__()
@@ -172,8 +149,7 @@ class FeatureICM(nn.Module):
 
     def losses(self, obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(forward error [N]: the L2 distance, inverse cross-entropy [N]); the encoder learns
-        from both, as the original's did."""
+        """Per-sample forward L2 error and inverse cross-entropy; the encoder learns from both."""
         phi, phi_next = self.encoder(obs), self.encoder(next_obs)
         onehot = nn.functional.one_hot(action, self.num_actions).to(phi.dtype)
         predicted = self.forward_net(torch.cat([phi, onehot], dim=1))
@@ -183,13 +159,12 @@ class FeatureICM(nn.Module):
 
 
 class ParticleEntropy:
-    """The original's particle-based entropy: the distances from each particle to its k nearest
-    particles of the batch (itself included, at distance 0), divided by their running mean,
-    less ``KNN_CLIP`` (floored at 0), averaged over the k, then log(1 + .)."""
+    """The original's particle-based entropy, whose k nearest particles include the particle
+    itself (at distance 0)."""
 
     def __init__(self, k: int) -> None:
         self.k = k
-        self.stats = original_normaliser()  # the running mean is its ``mean``
+        self.stats = original_normaliser()
 
     def __call__(self, rep: torch.Tensor) -> torch.Tensor:
         distances = torch.cdist(rep, rep, compute_mode="donot_use_mm_for_euclid_dist")
@@ -200,9 +175,8 @@ class ParticleEntropy:
 
 
 class PaperAPT(FeatureReward):
-    """APT on encoder features, one ICM per input. As in the original, the particles of every
-    input are the *pixel* ICM's representation of its features, and one running mean serves
-    all of them; the language ICM is trained but only the pixel encoder is read."""
+    """APT on encoder features, one ICM per input; as in the original, every input's particles
+    come from the *pixel* ICM and share one running mean, the language ICM trained but unread."""
 
     def __init__(self, name: str, read: Callable[[Any], Features],
                  feature_dims: Mapping[str, int], weights: Mapping[str, float], *,
@@ -221,7 +195,6 @@ class PaperAPT(FeatureReward):
         return self.entropy.stats
 
     def reward(self, features: Features) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Raw = reward = the weighted entropy rewards of s'."""
         with torch.no_grad():
             total, terms = 0.0, {}
             encoder = self.modules["pixel"].encoder
@@ -232,7 +205,6 @@ class PaperAPT(FeatureReward):
             return total, total, terms
 
     def learn(self, features: Features, action: torch.Tensor) -> dict[str, Any]:
-        """One ICM step on the batch's transitions s -> s'; each input's losses."""
         out, total = {}, 0.0
         for name, (obs, next_obs) in features.items():
             forward, inverse = self.modules[name].losses(obs, action, next_obs)

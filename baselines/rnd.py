@@ -1,19 +1,5 @@
-"""RND and NovelD (ELLM.md section 6): ``agent=rnd`` / ``agent=noveld``, or the original
-``agent._target_=baselines.rnd.RNDAgent [+agent.noveld=True] [+agent.use_language=True]``.
-
-Random network distillation: a fixed, randomly initialised target network and a trained
-predictor read the same input; the prediction error err(s) = mean_f (pred(s)_f - target(s)_f)^2
-is high on states unlike those trained on. Rewards of a transition s -> s' (fixed setting; the
-paper setting's are in :mod:`baselines.paper`):
-
-- RND:    raw = err(s')
-- NovelD: raw = relu(err(s') - alpha * err(s)), both errors from the same networks, so in one
-          feature space (``noveld_alpha`` = alpha, 1)
-
-and reward = raw / running std of the raw values seen so far. The pixel networks read the frame
-stacks; with ``use_language`` a second pair reads the frozen sentence embedding of the language
-state (weight ``language_weight``). Pixel-only RND needs no text at all.
-"""
+"""RND and NovelD (ELLM.md section 6, docs/baselines.md): ``agent=rnd`` / ``agent=noveld``.
+NovelD takes err(s') and err(s) from the same networks, so both lie in one feature space."""
 
 from __future__ import annotations
 
@@ -40,9 +26,7 @@ from ellm.schema import boolean, non_negative
 
 
 class RND:
-    """One input's RND networks: target and predictor are ``input encoder -> ReLU -> Linear``
-    networks (the predictor one hidden layer deeper); only the predictor is trained (Adam at
-    ``lr``). A :class:`~baselines.intrinsic.Scorer`."""
+    """One input's fixed target and trained predictor: a :class:`~baselines.intrinsic.Scorer`."""
 
     def __init__(self, input_shape: tuple[int, ...], hidden_dim: int, rep_dim: int, lr: float,
                  noveld: bool = False, alpha: float = 0.5, device: str | torch.device = "cpu",
@@ -60,13 +44,11 @@ class RND:
         self.stats = RunningMeanStd()
 
     def error(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-sample prediction error [N] in fp32 (differentiable in the predictor)."""
         return (self.predictor(x).float() - self.target(x).float()).pow(2).mean(dim=1)
 
     def raw_reward(self, batch: Transitions,
                    keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The raw rewards, and the prediction error of the ``keep`` rows' next states with its
-        graph (what :meth:`learn` descends on for those states; None without ``keep``)."""
+        """Raw rewards, and the ``keep`` rows' errors with their graph, for :meth:`learn`."""
         novelty, kept = forward_keeping(self.error, batch.next_obs, keep)
         if self.noveld:
             with torch.no_grad():
@@ -79,8 +61,7 @@ class RND:
         return RewardOutput(raw, raw / max(self.stats.std, EPS), kept)
 
     def learn(self, batch: Transitions, kept: torch.Tensor | None = None) -> dict[str, Any]:
-        """One predictor step towards the target on the batch's next states; ``kept``, their
-        error as :meth:`score` computed it (the same weights), spares a forward pass."""
+        """One predictor step; ``kept`` (errors from :meth:`score`) spares a forward pass."""
         if kept is not None and kept.shape != (len(batch.next_obs),):
             raise ValueError(f"kept errors of shape {tuple(kept.shape)} for a batch of "
                              f"{len(batch.next_obs)}")
@@ -113,7 +94,7 @@ class RNDOptions(IntrinsicOptions):
 
 
 class RNDAgent(IntrinsicAgent):
-    """ELLM's DQN trained on the RND (or NovelD) reward; see :class:`IntrinsicAgent`."""
+    """ELLM's DQN trained on the RND (or NovelD) reward."""
 
     Options: ClassVar[type[AgentOptions]] = RNDOptions
     options: RNDOptions
