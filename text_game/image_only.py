@@ -1,9 +1,4 @@
-"""``ImageOnly``: a game's training env seen as its pixels alone, the form that pixel-based RL
-libraries (Stable-Baselines3's ``check_env``, ``PPO``, ``DQN``) accept.
-
-A training id's observation is a Dict of the ``image`` and text fields (captions, inventory);
-SB3 takes a Dict only of arrays, so its checker and its policies stop at the first text field.
-The text stays readable through ``env.unwrapped``; the step's captions stay in ``info``."""
+"""``ImageOnly``: a training env as its pixels alone, as SB3 stops at a Dict's first text field."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ import numpy as np
 
 
 class ImageOnly(gym.ObservationWrapper):
-    """``env``'s observation is its ``image`` (a Box of uint8 H x W x 3), nothing else."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)

@@ -1,39 +1,4 @@
-"""The language-feedback (LLF-Bench) environment contract, shared by Crafter's and Housekeep's
-language-feedback environments (``llf-crafter-v0``, ``llf-housekeep-v0``).
-
-Written from LLF-Bench's documentation and code (Cheng et al., 2023), none of which is copied
-here; its own ``tests/test_envs.py`` passes on both games (docs/llf.md). Where LLF-Bench is
-installed, the envs come inside its wrapper class (:mod:`text_game.llf_bench`).
-
-- ``make(id, instruction_type=..., feedback_type=..., visual=False)``; the env lists its types
-  in ``INSTRUCTION_TYPES`` and ``FEEDBACK_TYPES`` (the five kinds, as LLF-Bench's envs do) and
-  changes them with ``set_instruction_type`` (from the next reset) and ``set_feedback_type``
-  (from the next step), or by assigning the attributes.
-- ``reset(seed=, options=) -> (obs, info)`` with ``obs = {"observation": str, "instruction":
-  str, "feedback": None}``; ``step(action: str) -> (obs, reward, terminated, truncated, info)``
-  whose ``obs["instruction"]`` is None (the instruction comes with ``reset``), whose
-  ``obs["feedback"]`` is a str (``''``: nothing to say) and whose ``info["success"]`` says
-  whether the task is solved.
-- The reward is for evaluating an agent, never for the agent to learn from; ``reward_range``
-  bounds it.
-- Instruction types: ``b`` basic, ``p`` partial (the basic instruction plus part of what the
-  agent would otherwise have to learn from feedback), ``c`` complete (all of it).
-- Feedback types: ``r`` the reward in words, ``hp`` hindsight positive (what the last action
-  achieved), ``hn`` hindsight negative (what went wrong), ``fp`` future positive (what to do
-  next), ``fn`` future negative (what to avoid next); ``a`` all of them, ``m`` one of those that
-  have something to say, drawn at random each step, ``n`` none. A list, tuple or set of the five
-  kinds (``("hp", "fp")``) gives those kinds. The feedback is ``''`` when nothing selected
-  applies.
-- Feedback names actions in double quotes (``"chop tree"``).
-- Anything that is not an action (any string or object) gets a no-op step and a "not an
-  action" notice at the head of the feedback whatever the feedback type, ``n`` included (as
-  LLF-Bench's text wrapper answers "Cannot parse action"), never an exception. Only the first
-  :data:`MAX_ACTION_CHARS` characters of an action are read. ``step`` before ``reset`` or after
-  the episode's end raises RuntimeError.
-
-A game subclasses :class:`LanguageFeedbackEnv` and implements ``_start`` and ``_play``; its
-gymnasium entry point passes the env through :func:`text_game.registration.as_registered`.
-"""
+"""The language-feedback (LLF-Bench) env contract both games' ``llf-*-v0`` share (docs/llf.md)."""
 
 from __future__ import annotations
 
@@ -52,18 +17,16 @@ from text_game.spaces import TextField
 
 INSTRUCTION_TYPES: Final = ("b", "p", "c")
 FEEDBACK_KINDS: Final = ("r", "hp", "hn", "fp", "fn")
-FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")  # every value feedback_type takes
+FEEDBACK_TYPES: Final = (*FEEDBACK_KINDS, "a", "m", "n")
 NO_OP: Final = "do nothing"
 MAX_ACTION_CHARS: Final = 1024  # what is read of an action; longer text is never an action
 _TEXT = TextField(max_length=8192, min_length=0, charset=string.printable)
-# The instruction (None at a step) and the feedback (None at reset).
 _OPTIONAL_TEXT = TextField(max_length=8192, min_length=0, charset=string.printable,
                            optional=True)
 
 
 @dataclass
 class Feedback:
-    """One step's feedback of every kind (None: nothing to say of that kind)."""
 
     r: str | None = None
     hp: str | None = None
@@ -72,14 +35,11 @@ class Feedback:
     fn: str | None = None
 
     def add(self, kind: str, text: str | None) -> None:
-        """Append ``text`` to the feedback of ``kind``."""
         if text:
             old = getattr(self, kind)
             setattr(self, kind, f"{old} {text}" if old else text)
 
     def select(self, kinds: Sequence[str], pick_one: Any = None) -> str:
-        """The texts of ``kinds`` joined in the order r, hp, hn, fp, fn (``''``: none); with
-        ``pick_one`` (a numpy Generator) only one of those that have text, drawn at random."""
         texts = [getattr(self, f.name) for f in fields(self) if f.name in kinds]
         texts = [t for t in texts if t]
         if pick_one is not None and texts:
@@ -89,8 +49,6 @@ class Feedback:
 
 @dataclass
 class Instructions:
-    """A task's instruction: the basic one, and with part of (partial) or all (complete) of what
-    the agent would otherwise learn from feedback."""
 
     basic: str
     partial: str = ""
@@ -99,7 +57,6 @@ class Instructions:
 
 @dataclass
 class Outcome:
-    """What one game step did (the game fills it; the contract turns it into a step's return)."""
 
     observation: str
     reward: float
@@ -111,8 +68,6 @@ class Outcome:
 
 
 def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
-    """The feedback kinds a ``feedback_type`` selects, in the order r, hp, hn, fp, fn;
-    ValueError naming the valid ones."""
     if isinstance(feedback_type, str):
         if feedback_type in FEEDBACK_KINDS:
             return (feedback_type,)
@@ -128,8 +83,7 @@ def feedback_kinds(feedback_type: Any) -> tuple[str, ...]:
 
 
 def action_text(action: Any) -> str | None:
-    """``action`` as a plain str; None when it has none (its ``__str__`` raises, or it nests too
-    deep to print). Actions come from outside: no object may crash a step."""
+    """``action`` as a str, or None: actions come from outside, and none may crash a step."""
     try:
         return str.__str__(action if isinstance(action, str) else str(action))
     except Exception:  # noqa: BLE001 - RecursionError, or whatever a foreign __str__ raises
@@ -137,9 +91,6 @@ def action_text(action: Any) -> str | None:
 
 
 def normalise_action(action: Any) -> str:
-    """Lower case, single spaces, surrounding quotes, backticks and final full stop removed.
-    Only the first :data:`MAX_ACTION_CHARS` characters are read, so the time is bounded
-    whatever the length; a longer text ends in " ..." and so never equals an action."""
     text = action_text(action) or ""
     name = " ".join(text[:MAX_ACTION_CHARS].lower().split())
     name = name.strip("\"'`").rstrip(".!").strip()
@@ -147,7 +98,6 @@ def normalise_action(action: Any) -> str:
 
 
 def not_an_action(text: str | None) -> str:
-    """The notice for an action that is not one (``text``: what was sent, None: no text)."""
     if text is None:
         what = "An object with no text"
     else:
@@ -157,13 +107,7 @@ def not_an_action(text: str | None) -> str:
 
 
 class LanguageFeedbackEnv(gym.Env):
-    """The LLF-Bench contract (module docstring); a game implements the two hooks below.
-
-    ``actions``: every valid action string (lower case), the no-op :data:`NO_OP` included;
-    ``length``: the steps of an episode, which the game truncates there; ``visual``: only
-    False, as the games have no image observation; ``render_mode``: None or ``rgb_array``
-    (render() is the game's frame, as its training env renders it).
-    """
+    """The LLF-Bench contract; a game implements ``_start``, ``_play`` and ``_frame``."""
 
     metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     INSTRUCTION_TYPES: ClassVar[tuple[str, ...]] = INSTRUCTION_TYPES
@@ -190,7 +134,6 @@ class LanguageFeedbackEnv(gym.Env):
         self._started = False
         self._over = False
 
-    # ---- the types, as LLF-Bench sets them ------------------------------------------------
     @property
     def instruction_type(self) -> str:
         return self._instruction_type
@@ -200,7 +143,6 @@ class LanguageFeedbackEnv(gym.Env):
         self.set_instruction_type(instruction_type)
 
     def set_instruction_type(self, instruction_type: str) -> None:
-        """The instruction type of the episodes that start from now on."""
         if instruction_type not in INSTRUCTION_TYPES:
             raise ValueError(f"instruction_type={instruction_type!r} is invalid: expected one "
                              f"of {', '.join(INSTRUCTION_TYPES)}")
@@ -215,26 +157,19 @@ class LanguageFeedbackEnv(gym.Env):
         self.set_feedback_type(feedback_type)
 
     def set_feedback_type(self, feedback_type: Any) -> None:
-        """The feedback type of the steps from now on; read back as LLF-Bench's is: "a", "m",
-        "n", or the set of kinds."""
         self._kinds = feedback_kinds(feedback_type)
         self._feedback_type = feedback_type if feedback_type in ("a", "m", "n") else set(
             self._kinds)
 
-    # ---- hooks of a game ------------------------------------------------------------------
     def _start(self, seed: int | None, options: dict | None) -> tuple[str, Instructions, dict]:
-        """Start an episode: (observation, the task's instructions, info)."""
         raise NotImplementedError
 
     def _play(self, action: str) -> Outcome:
-        """Play ``action``, one of :attr:`actions` (the no-op in place of anything else)."""
         raise NotImplementedError
 
     def _frame(self) -> np.ndarray:
-        """The game's frame now (``render_mode="rgb_array"``)."""
         raise NotImplementedError
 
-    # ---- the contract ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         observation, instructions, info = self._start(seed, options)
@@ -273,7 +208,7 @@ class LanguageFeedbackEnv(gym.Env):
         return instructions.basic
 
     def render(self) -> np.ndarray | None:
-        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+        if self.render_mode is None:
             render.warn_no_render_mode(self, type(self).__name__)
             return None
         if not self._started:

@@ -1,11 +1,4 @@
-"""Our language-feedback envs under LLF-Bench's wrapper class, for LLF-Bench's own tools.
-
-LLF-Bench's tools (its ``tests/test_envs.py``) know one of its environments by the
-``LLFWrapper`` class in its wrapper chain. Where LLF-Bench is installed,
-:func:`text_game.registration.as_registered` puts our env inside :class:`LLFBenchWrapper`, a
-subclass that forwards everything to our env: the contract stays ours (:mod:`text_game.llf`), with LLF-Bench's
-semantics. Importing this module raises ModuleNotFoundError where LLF-Bench is not installed.
-"""
+"""Our language-feedback envs inside LLF-Bench's wrapper class, by which its tools know its envs."""
 
 from __future__ import annotations
 
@@ -18,7 +11,6 @@ from text_game.llf import LanguageFeedbackEnv
 
 
 class LLFBenchWrapper(LLFWrapper):
-    """Our env, recognised as LLF-Bench's; every call goes to the env."""
 
     def __init__(self, env: LanguageFeedbackEnv):
         # Not LLFWrapper.__init__: it would nest our observation dict inside another one.

@@ -1,6 +1,4 @@
-"""The language-feedback env as ``gym.make`` hands it out: inside LLF-Bench's wrapper class where
-LLF-Bench is installed (:mod:`text_game.llf_bench`), as it is elsewhere. Each game's gymnasium
-entry point passes its env through :func:`as_registered`."""
+"""The language-feedback env as ``gym.make`` gives it: in LLF-Bench's wrapper where installed."""
 
 from __future__ import annotations
 
@@ -10,8 +8,6 @@ from text_game.llf import LanguageFeedbackEnv
 
 
 def as_registered(env: LanguageFeedbackEnv) -> gym.Env:
-    """``env`` as ``gym.make`` returns it: inside LLF-Bench's wrapper class where LLF-Bench is
-    installed (:mod:`text_game.llf_bench`), as it is elsewhere."""
     try:
         from text_game.llf_bench import LLFBenchWrapper
     except ModuleNotFoundError as err:

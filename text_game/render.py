@@ -1,5 +1,4 @@
-"""gymnasium's render contract as both games keep it: ``render_mode`` None or ``rgb_array``
-(render() is the observed image, one step a frame at Crafter's GUI pace of 5 frames a second)."""
+"""gymnasium's render contract as both games keep it: ``render_mode`` None or ``rgb_array``."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ METADATA: Final[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 
 
 
 def checked_render_mode(render_mode: str | None) -> str | None:
-    """``render_mode`` if the games support it; a ValueError naming the choices otherwise."""
     if render_mode is not None and render_mode not in METADATA["render_modes"]:
         raise ValueError(f"render_mode={render_mode!r} is not supported: expected None or "
                          f"one of {METADATA['render_modes']}")
@@ -19,8 +17,6 @@ def checked_render_mode(render_mode: str | None) -> str | None:
 
 
 def warn_no_render_mode(env: gym.Env, env_id: str) -> None:
-    """gymnasium's convention for render() without a mode: a warning (the caller returns
-    None) saying how to build the env so that it renders."""
     name = env.spec.id if env.spec is not None else env_id
     gym.logger.warn("You are calling render method without specifying any render mode; "
                     f'build with gym.make("{name}", render_mode="rgb_array")')

@@ -1,11 +1,5 @@
-"""``TextField``: the Text space of an LLF observation's fields, optionally holding None (the
-contract's empty field: the feedback at reset, the instruction at a step), written so that
-gymnasium's AsyncVectorEnv can share it between processes with its default shared memory.
-
-gymnasium's own Text shared memory holds no None, and AsyncVectorEnv reads a Text buffer once,
-at construction, into a tuple of strings that never changes. Here each value takes a flag (1:
-None) and ``max_length`` character slots, and the batch read is a live view of the buffer
-that, like AsyncVectorEnv's arrays, is copied (into a tuple) when the env returns it."""
+"""``TextField``: a Text space that may hold None (an empty LLF field) in shared memory that
+AsyncVectorEnv reads live, where gymnasium's own Text holds no None and is read only once."""
 
 from __future__ import annotations
 
@@ -20,7 +14,6 @@ from gymnasium.vector.utils import shared_memory as shared
 
 
 class TextField(gym.spaces.Text):
-    """A string of the charset, or with ``optional`` None too."""
 
     def __init__(self, max_length: int, *, optional: bool = False, **kwargs: Any) -> None:
         super().__init__(max_length, **kwargs)
@@ -39,7 +32,6 @@ class TextField(gym.spaces.Text):
 
 
 class SharedTexts(Sequence):
-    """The strings of a shared buffer as they are now; ``deepcopy`` gives a tuple."""
 
     def __init__(self, space: TextField, rows: np.ndarray) -> None:
         self.space, self.rows = space, rows
