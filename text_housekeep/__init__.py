@@ -1,21 +1,6 @@
-"""Text-Housekeep: tidy a house, with text (ELLM's second environment; HOUSEKEEP.md).
-
-``make("pomaria_2_int", ep_num=2)`` builds one fixed Housekeep episode as a gymnasium
-environment (:mod:`text_housekeep.env`) on the symbolic backend (:mod:`text_housekeep.symbolic`)
-or, in another interpreter, on habitat-sim (:mod:`text_housekeep.bridge`). The episode data is
-a compact conversion of the Housekeep benchmark (Kant et al., 2022, MIT licence:
-``text_housekeep/scenes/LICENSE.txt``) made by ``python -m text_housekeep.convert``.
-
-The default scene is Pomaria_2_int, a train scene: ELLM's own default, Rs_int, is not in the
-data available to us (see docs/housekeep.md).
-
-This package's data, backend and bridge modules stay importable on Python 3.8 (the habitat
-interpreter); only :mod:`text_housekeep.env` needs gymnasium. Where gymnasium is installed, the
-package registers the gymnasium ids ``Housekeep-v1`` and ``Housekeep-v2``
-(``gymnasium.make("Housekeep-v1", task=..., ep_num=...)`` takes :func:`make`'s arguments) and
-the language-feedback environment ``llf-housekeep-v0`` (:mod:`text_housekeep.llf`, docs/llf.md),
-and exports the names the training loop uses.
-"""
+"""Text-Housekeep: tidy a house, with text (ELLM's second environment; docs/housekeep.md).
+Its data, backend and bridge modules stay importable on Python 3.8, the habitat interpreter's;
+only :mod:`text_housekeep.env` needs gymnasium."""
 
 from __future__ import annotations
 
@@ -38,7 +23,7 @@ from text_housekeep.text import pick_caption, place_caption
 if TYPE_CHECKING:
     from text_housekeep.env import HousekeepTextEnv
 
-DEFAULT_TASK = "pomaria_2_int"
+DEFAULT_TASK = "pomaria_2_int"  # ELLM's Rs_int is not in the data available (docs/housekeep.md)
 BACKENDS = ("symbolic", "habitat")
 
 
@@ -46,15 +31,8 @@ def make(task: str = DEFAULT_TASK, ep_num: int = 0, *, action_mode: str = "lowle
          backend: str = "symbolic", length: int = 1000, language_state: bool = True,
          data_dir: str | Path | None = None, version: int = 1,
          render_mode: str | None = None) -> HousekeepTextEnv:
-    """Episode ``ep_num`` (seed-100 shuffle) of scene ``task`` as a Text-Housekeep env.
-
-    ``action_mode``: ``lowlevel`` (the 6 actions) or ``highlevel`` (go to / pick / place;
-    symbolic only); ``backend``: ``symbolic`` or ``habitat``; ``length``: steps per episode;
-    ``language_state``: put the text observation in ``obs["text_obs"]``; ``data_dir``: converted
-    scenes (default: the shipped ones); ``version``: 1 stores a time-out as terminal, as the
-    original did (gymnasium id ``Housekeep``), 2 as a truncation (``Housekeep-v2``);
-    ``render_mode``: None or ``rgb_array`` (gymnasium's; render() returns the observed image).
-    """
+    """Episode ``ep_num`` (after the seed-100 shuffle) of scene ``task`` as a Text-Housekeep env;
+    ``version`` 1 stores a time-out as terminal, as the original did, 2 as a truncation."""
     from text_housekeep.env import HousekeepTextEnv
 
     episode = load_episode(task, ep_num, Path(data_dir) if data_dir is not None else None)
@@ -102,7 +80,7 @@ if _gym is not None:
         if _env_id not in _gym.registry:
             _gym.register(id=_env_id, entry_point="text_housekeep:make",
                           kwargs={"version": ENV_VERSIONS[_env_id]})
-    LLF_ENV_ID = "llf-housekeep-v0"  # the language-feedback environment (text_housekeep.llf)
+    LLF_ENV_ID = "llf-housekeep-v0"
     if LLF_ENV_ID not in _gym.registry:
         # Text actions and None fields are the LLF contract, not gymnasium's checks'.
         _gym.register(id=LLF_ENV_ID, entry_point="text_housekeep.llf:HousekeepLLFEnv",

@@ -1,16 +1,5 @@
-"""The seam between the Housekeep text layer and a simulator (HOUSEKEEP.md §3).
-
-A backend simulates one fixed :class:`~text_housekeep.data.Episode` with only its misplaced
-objects in the house (object ``o`` below = ``episode.scene_objects[o]``; receptacle ``r`` =
-``episode.receptacles[r]``). Per step it reports a :class:`BackendState`: what is visible, what
-is held, where every object is, what the step did, and a picture. Names, rooms, categories and
-the correct mapping are static and come from the episode itself, so the text layer
-(:mod:`text_housekeep.env`) is identical whichever backend runs: the symbolic one
-(:mod:`text_housekeep.symbolic`) or habitat-sim in another interpreter
-(:mod:`text_housekeep.bridge`).
-
-Plain Python + numpy, importable on Python 3.8.
-"""
+"""The seam between the Housekeep text layer and a simulator (HOUSEKEEP.md §3). What is static
+comes from the episode, so the text layer is the same whichever backend runs. Python 3.8-clean."""
 
 from __future__ import annotations
 
@@ -40,12 +29,7 @@ class Event:
 
 @dataclass(frozen=True)
 class BackendState:
-    """One step's observation from a backend.
-
-    ``visible_objects`` / ``visible_receptacles``: indices in view now (objects lying on a
-    receptacle; the held object is not listed); ``held``: the held object or None;
-    ``mapping[o]``: object ``o``'s receptacle (None while held); ``image``: uint8 [H, W, 3].
-    """
+    """One step's observation; the held object is in no visible list and maps to None."""
 
     visible_objects: tuple[int, ...]
     visible_receptacles: tuple[int, ...]

@@ -1,21 +1,6 @@
-"""A backend in another process, over a pipe (for habitat-sim, which needs Python 3.8).
-
-Protocol (version 1): one JSON object per line. The server (child) first writes a hello
-``{"protocol": 1, "backend": str, "action_names": [...], "objects": [keys], "receptacles":
-[keys]}``; then for each request line ``{"op": "reset"}``, ``{"op": "step", "action": int}`` or
-``{"op": "close"}`` it writes one reply: ``{"state": {...}}`` (see :func:`encode_state`; the
-picture is base64 of its raw bytes), ``{"ok": true}`` after close, or ``{"error": str}``. The
-child's stdout carries only the protocol (the server moves everything else printed, even by C
-code, to stderr, which passes through to the parent's stderr).
-
-- :class:`ProcessBackend`: the client, a :class:`~text_housekeep.backend.Backend`.
-- :func:`serve`: the server loop around any backend.
-- ``python -m text_housekeep.bridge --task T --ep-num N``: serves the symbolic backend; the
-  tests use it as the fake backend process. The habitat server is
-  :mod:`text_housekeep.habitat_server`.
-
-Importable on Python 3.8 (the habitat interpreter).
-"""
+"""A backend in another process, over a pipe, for habitat-sim, which needs Python 3.8: one JSON
+object per line (docs/housekeep.md); ``python -m text_housekeep.bridge`` serves the symbolic
+backend, which the tests use as the child. Python 3.8-clean."""
 
 from __future__ import annotations
 
@@ -40,7 +25,6 @@ STARTUP_TIMEOUT = 600.0  # habitat loads a scene in about a minute; be generous
 STEP_TIMEOUT = 120.0
 
 
-# ---------------------------------------------------------------------------- encoding
 def encode_state(state: BackendState) -> dict[str, Any]:
     image = np.ascontiguousarray(state.image, dtype=np.uint8)
     return {
@@ -73,7 +57,6 @@ def hello(name: str, action_names: Sequence[str], objects: Sequence[str],
             "objects": list(objects), "receptacles": list(receptacles)}
 
 
-# ---------------------------------------------------------------------------- server
 def protocol_stream() -> IO[str]:
     """The real stdout for protocol lines; fd 1 and ``sys.stdout`` then point at stderr, so
     stray prints (Python or C) cannot corrupt the protocol."""
@@ -84,8 +67,7 @@ def protocol_stream() -> IO[str]:
 
 
 def serve(backend: Backend, greeting: dict[str, Any], inp: IO[str], out: IO[str]) -> None:
-    """Send ``greeting`` (see :func:`hello`), then answer requests from ``inp`` on ``out``
-    until close or end of input."""
+    """Send ``greeting``, then answer requests from ``inp`` on ``out`` until close or EOF."""
     out.write(json.dumps(greeting) + "\n")
     out.flush()
     for line in inp:
@@ -115,10 +97,8 @@ def serve(backend: Backend, greeting: dict[str, Any], inp: IO[str], out: IO[str]
             return
 
 
-# ---------------------------------------------------------------------------- client
 class ProcessBackend:
-    """A backend served by a child process started with ``command`` (see the module
-    docstring). Checks that the child simulates ``episode`` (same object and receptacle keys)."""
+    """A backend served by a child process, checked to simulate ``episode`` (the same keys)."""
 
     def __init__(self, command: Sequence[str], episode: Episode,
                  env: dict[str, str] | None = None, startup_timeout: float = STARTUP_TIMEOUT,
@@ -226,9 +206,8 @@ HOUSEKEEP_ROOT_VAR = "ELLM_HOUSEKEEP_ROOT"
 
 
 def habitat_backend(episode: Episode, action_mode: str = "lowlevel") -> ProcessBackend:
-    """Housekeep on habitat-sim 0.2.1: :mod:`text_housekeep.habitat_server` run by the Python
-    3.8 interpreter named by ``$ELLM_HABITAT_PYTHON`` inside the Housekeep checkout named by
-    ``$ELLM_HOUSEKEEP_ROOT`` (set-up: docs/housekeep.md)."""
+    """Housekeep on habitat-sim, in the Python 3.8 interpreter and Housekeep checkout named by
+    ``$ELLM_HABITAT_PYTHON`` and ``$ELLM_HOUSEKEEP_ROOT`` (set-up: docs/housekeep.md)."""
     if action_mode != "lowlevel":
         raise BackendError("env_spec.housekeep_action_mode=highlevel exists only for the "
                            "symbolic backend; the habitat backend has the 6 low-level actions")
@@ -252,7 +231,6 @@ def hello_keys(episode: Episode) -> dict[str, list[str]]:
             "receptacles": [r.key for r in episode.receptacles]}
 
 
-# ---------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
     from text_housekeep.data import HousekeepDataError, load_episode
     from text_housekeep.symbolic import SymbolicBackend

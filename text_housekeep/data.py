@@ -1,18 +1,5 @@
-"""Housekeep episodes in the compact format this package ships (``text_housekeep/scenes``).
-
-One gzipped JSON file per scene, written by ``python -m text_housekeep.convert`` from the
-Housekeep episode files and human-preference annotations (Kant et al., 2022, MIT licence; see
-``scenes/LICENSE.txt`` and ``scenes/README.txt``). Positions are stored in centimetres; the
-receptacles of a scene are stored once and every episode names its receptacle list (a
-*layout*); an object's correct receptacles are a function of its category and the receptacle
-(the converter checks this on every episode).
-
-Episode choice (HOUSEKEEP.md §1): ``ep_num`` indexes the scene's episode list (file order) after
-``random.seed(100); random.shuffle(episodes)``; :func:`shuffled_order` reproduces it.
-
-This module is plain Python + numpy and stays importable on Python 3.8 (the habitat bridge's
-interpreter).
-"""
+"""Housekeep episodes in the compact format this package ships (``text_housekeep/scenes``, made
+by :mod:`text_housekeep.convert`; docs/housekeep.md). Python 3.8-clean, for the habitat bridge."""
 
 from __future__ import annotations
 
@@ -32,10 +19,8 @@ SHUFFLE_SEED = 100
 PACKAGE_DATA = Path(__file__).resolve().parent / "scenes"
 SUFFIX = ".json.gz"
 CM = 100.0  # stored units per metre
-# A converted scene unpacks to about 0.3 MB: past this a file is no scene (a small gzip can
-# unpack to gigabytes).
+# Past this a file is no scene: a small gzip can unpack to gigabytes.
 MAX_SCENE_BYTES = 64 * 2**20
-# The top-level keys of a scene and the JSON type each must have.
 _SCENE_KEYS = {"format": str, "scene": str, "split": str, "episode_fields": list,
                "episodes": list, "receptacles": dict, "categories": list, "layouts": list,
                "correct": list, "annotations": dict}
@@ -47,11 +32,8 @@ class HousekeepDataError(ValueError):
 
 @dataclass(frozen=True)
 class Receptacle:
-    """A receptacle of the episode: ``key`` as in Housekeep (``bedroom_0-shelf_13_0.urdf``).
-
-    ``footprint`` = (x0, z0, width along x, depth along z) of its top surface in metres (from
-    Housekeep's bin packer); ``nav`` = a navigable floor point beside it.
-    """
+    """A receptacle; ``footprint`` = (x0, z0, width along x, depth along z) of its top surface in
+    metres, from Housekeep's bin packer; ``nav``, a navigable floor point beside it."""
 
     key: str
     room: str | None
@@ -73,13 +55,8 @@ class HouseObject:
 
 @dataclass(frozen=True)
 class Episode:
-    """One Housekeep episode. Objects keep the episode's order: the misplaced ones first.
-
-    ``start[o]``: index of object ``o``'s start receptacle; ``correct[o]``: indices of the
-    receptacles a majority of annotators judged right for it (Housekeep's end matrix);
-    ``approval[o][r]``: fraction of the 10 annotators who ranked receptacle ``r`` a tidy place
-    for ``o``'s category (0 where the pair was not annotated).
-    """
+    """One Housekeep episode, its misplaced objects first. ``correct[o]``: the receptacles most
+    annotators judged right for ``o``; ``approval[o][r]``: the share who ranked ``r`` tidy."""
 
     scene: str
     split: str
@@ -113,7 +90,6 @@ class Episode:
         return matrix
 
 
-# ---------------------------------------------------------------------------- names
 def parse_receptacle_key(key: str) -> tuple[str | None, str]:
     """``"storage_room_0-shelf_23_0.urdf"`` -> ("storage_room_0", "shelf"); room "None" -> None."""
     room, _, rest = key.partition("-")
@@ -122,17 +98,14 @@ def parse_receptacle_key(key: str) -> tuple[str | None, str]:
 
 
 def room_type(room: str | None) -> str | None:
-    """``"storage_room_1"`` -> ``"storage_room"`` (the instance index dropped)."""
     return None if room is None else re.sub(r"_\d+$", "", room)
 
 
 def scene_task(scene: str) -> str:
-    """The ``env_spec.housekeep_task`` spelling of a scene: ``Pomaria_2_int`` -> ``pomaria_2_int``.
-    """
+    """The ``env_spec.housekeep_task`` spelling of a scene."""
     return scene.lower()
 
 
-# ---------------------------------------------------------------------------- files
 def scene_files(data_dir: Path | None = None) -> dict[str, Path]:
     """``{task name: file}`` of the converted scenes in ``data_dir`` (default: shipped data)."""
     directory = Path(data_dir) if data_dir is not None else PACKAGE_DATA
@@ -142,8 +115,7 @@ def scene_files(data_dir: Path | None = None) -> dict[str, Path]:
 
 
 def read_json_gz(path: Path, limit: int, what: str) -> Any:
-    """The JSON in gzip file ``path``, unpacking at most ``limit`` bytes; HousekeepDataError
-    naming ``what`` and the file for anything else."""
+    """The JSON in gzip file ``path``, unpacking at most ``limit`` bytes against gzip bombs."""
     try:
         with gzip.open(path, "rb") as f:
             raw = f.read(limit + 1)
@@ -163,7 +135,6 @@ def read_json_gz(path: Path, limit: int, what: str) -> Any:
 
 
 def read_scene(path: Path) -> dict[str, Any]:
-    """The raw content of one converted scene file, its top-level keys checked."""
     data = read_json_gz(path, MAX_SCENE_BYTES, "Housekeep scene file")
     found = data.get("format") if isinstance(data, dict) else f"a JSON {type(data).__name__}"
     if found != FORMAT:
@@ -178,7 +149,6 @@ def read_scene(path: Path) -> dict[str, Any]:
 
 
 def find_scene(task: str, data_dir: Path | None = None) -> Path:
-    """The file of scene ``task`` (case-insensitive); a clear error lists the available ones."""
     files = scene_files(data_dir)
     key = str(task).lower()
     if key not in files:
@@ -214,13 +184,11 @@ def load_episode(task: str, ep_num: int, data_dir: Path | None = None) -> Episod
 
 
 def load_all(path: Path) -> list[Episode]:
-    """Every episode of a converted scene file, in file order."""
     data = read_scene(path)
     return [_decoded(path, data, i) for i in range(len(data["episodes"]))]
 
 
 def _decoded(path: Path, data: dict[str, Any], row: int) -> Episode:
-    """:func:`episode_from_row`; a field of the wrong shape is an error naming the file."""
     try:
         return episode_from_row(data, row)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError,

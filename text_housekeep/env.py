@@ -1,19 +1,6 @@
-"""Text-Housekeep: one fixed Housekeep episode as a gymnasium environment with text.
-
-The text layer is the same whichever backend simulates the house (:mod:`text_housekeep.backend`):
-text observation and transition captions (:mod:`text_housekeep.text`), the game reward, the
-episode end rules and the success metrics. It knows nothing of language models or RL: what the
-LM layer needs (what is visible and seen, what is held, where each object is, the names and the
-correct mapping) is handed out as a :class:`HousekeepView` in ``info["view"]``.
-
-- Observation: ``image`` (uint8 [H, W, 3]) and ``text_obs`` (the text observation, or "" when
-  built with ``language_state=False``).
-- Game reward: the change in the number of objects on a correct receptacle (+1 when one is
-  put right, -1 when one is taken off a correct receptacle).
-- End: termination (``discount`` 0) when every object is on a correct receptacle and nothing is
-  held; truncation (``discount`` 1) after ``length`` steps (ELLM: 1000).
-- ``info["episode_stats"]`` at the end (see :meth:`HousekeepTextEnv.episode_stats`).
-"""
+"""Text-Housekeep: one fixed Housekeep episode as a gymnasium env with text (docs/housekeep.md).
+The text layer is the same whichever backend runs and knows nothing of LMs or RL: the LM layer
+reads a :class:`HousekeepView` in ``info["view"]``."""
 
 from __future__ import annotations
 
@@ -35,8 +22,7 @@ from text_housekeep.text import (
 )
 
 ENV_ID = "Housekeep"  # the original's name: version 1
-# Version 1 stores a time-out as terminal (discount 0), as the original did; version 2 as a
-# truncation (discount 1). Gymnasium ids are the versioned names.
+# Version 1 stores a time-out as terminal, as the original did; version 2 as a truncation.
 ENV_VERSIONS = {ENV_ID: 1, "Housekeep-v1": 1, "Housekeep-v2": 2}
 GYM_IDS = ("Housekeep-v1", "Housekeep-v2")
 STAT_KEYS = ("rearrange_success", "misplaced_success", "pick_success", "place_success",
@@ -62,9 +48,8 @@ class HousekeepView:
 
 
 class HousekeepTextEnv(gym.Env):
-    """See the module docstring. ``backend`` simulates ``episode``; ``close()`` closes it."""
+    """Text-Housekeep on ``backend``, which ``close()`` closes."""
 
-    # render() is the observed image; one step a frame, at Crafter's pace (text_game.render).
     metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     extrinsic = False  # trained on LM rewards (the game reward is logged and evaluated)
 
@@ -91,7 +76,6 @@ class HousekeepTextEnv(gym.Env):
         })
         self._state: BackendState | None = None
 
-    # ------------------------------------------------------------------ gymnasium
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._state = self.backend.reset()
@@ -146,7 +130,7 @@ class HousekeepTextEnv(gym.Env):
         return self._observation(), reward, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:
-        if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
+        if self.render_mode is None:
             render.warn_no_render_mode(self, "Housekeep-v1")
             return None
         if self._state is None:
@@ -156,7 +140,6 @@ class HousekeepTextEnv(gym.Env):
     def close(self) -> None:
         self.backend.close()
 
-    # ------------------------------------------------------------------ text layer
     def view(self) -> HousekeepView:
         state = self._state
         return HousekeepView(
@@ -172,15 +155,8 @@ class HousekeepTextEnv(gym.Env):
         return text_observation(objects, recs, None if held is None else self.object_names[held])
 
     def episode_stats(self) -> dict[str, float]:
-        """This episode so far: ``length``, ``reward`` (game) and the success metrics.
-
-        ``rearrange_success``: fraction of the objects on a correct receptacle;
-        ``misplaced_success``: how many of the misplaced objects are on a correct receptacle;
-        ``pick_success`` / ``place_success``: fraction of the objects picked at least once /
-        placed on a correct receptacle at least once; ``soft_score``: mean fraction of
-        annotators approving each object's receptacle (a held object scores 0);
-        ``picks``, ``places``, ``failed_actions``: counts of those events.
-        """
+        """This episode so far: ``length``, game ``reward`` and the success metrics, which
+        docs/housekeep.md defines."""
         state, n = self._state, len(self._state.mapping)
         approval = self.episode.approval
         soft = [0.0 if r is None else approval[o][r] for o, r in enumerate(state.mapping)]

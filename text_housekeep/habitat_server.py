@@ -1,23 +1,6 @@
-"""Housekeep on habitat-sim behind the bridge protocol (:mod:`text_housekeep.bridge`).
-
-Runs in the Housekeep interpreter (Python 3.8, habitat-sim 0.2.1, Housekeep's habitat-lab and
-``cos_eor`` packages; set-up in docs/housekeep.md), started by
-:func:`text_housekeep.bridge.habitat_backend`:
-
-    python -m text_housekeep.habitat_server --root HOUSEKEEP_CHECKOUT --scene Pomaria_2_int \
-        --split train --episode-id 17
-
-It builds Housekeep's ``CosRearrangementRLEnv`` for that one episode with only the misplaced
-objects in the house (as ELLM does), crosshair grabbing with ELLM's scene parameters, and
-translates each step into a :class:`~text_housekeep.backend.BackendState`: visible objects and
-receptacles from Housekeep's semantic sensor, the held object, the current object->receptacle
-mapping from the episode state, the event from the held object's change and ``fail_action``,
-and the 128x128 RGB picture.
-
-This file runs only where habitat-sim is installed; the project's CI exercises the protocol with
-the symbolic backend instead, and the habitat test is skipped when no habitat interpreter is
-configured. Written for Python 3.8.
-"""
+"""Housekeep on habitat-sim behind the bridge protocol (:mod:`text_housekeep.bridge`), run in
+Housekeep's Python 3.8 interpreter: only the misplaced objects in the house, as ELLM does, and
+crosshair grabbing with ELLM's scene parameters. CI runs the protocol on the symbolic backend."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
-"""``llf-housekeep-v0``: Housekeep as a language-feedback environment (LLF-Bench's interface,
-:mod:`text_game.llf`, which both games' language-feedback environments share).
-
-One Housekeep episode per reset (``ep_num``, or one drawn from the scene's episodes with the
-env's seeded generator when ``ep_num`` is None), on the symbolic backend with the high-level
-actions, in words: ``go to <receptacle>``, ``pick <object>`` (from the receptacle you are at),
-``place`` (what you hold, on the receptacle you are at) and ``do nothing``. Names that repeat
-get a number ("bedroom shelf 2").
-
-- Observation: where you are and what lies there, what you hold, every object seen so far and
-  where it is, the steps left.
-- Reward (for evaluation only): the game's, the change in the number of objects on a correct
-  receptacle. ``terminated`` = success: every object where it belongs, nothing held;
-  ``truncated``: ``length`` steps.
-- Feedback, from the episode's ground truth (its correct receptacles): ``hp`` a misplaced object
-  picked up or an object put where it belongs; ``hn`` an object put where it does not belong, a
-  well-placed object picked up, a failed action and why; ``fp`` the next action of a tidy-up
-  (pick the next misplaced object, carry it to a correct receptacle), quoted last; ``fn`` a
-  placement or pick to avoid here.
-- ``info["episode_stats"]`` at the end (:meth:`HousekeepTextEnv.episode_stats`, counting the
-  no-op steps in ``length``).
-- Instructions: ``p`` adds where the first half of the objects belong, ``c`` where each does.
-"""
+"""``llf-housekeep-v0``: Housekeep as a language-feedback environment (:mod:`text_game.llf`), on
+the symbolic backend's high-level actions in words; feedback from the ground truth (docs/llf.md)."""
 
 from __future__ import annotations
 
@@ -56,13 +35,11 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def HousekeepLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
-    """``llf-housekeep-v0`` as ``gym.make`` builds it
-    (:func:`text_game.registration.as_registered`)."""
+    """``llf-housekeep-v0`` as ``gym.make`` builds it."""
     return as_registered(HousekeepLLF(**kwargs))
 
 
 class HousekeepLLF(LanguageFeedbackEnv):
-    """See the module docstring."""
 
     # A step puts at most one object right (+1) or wrong (-1).
     reward_range = (-1.0, 1.0)
@@ -80,7 +57,6 @@ class HousekeepLLF(LanguageFeedbackEnv):
                              f"episodes (0..{self.count - 1}), or null for one drawn per reset")
         self.ep_num = ep_num
 
-    # ---- episode ----------------------------------------------------------------------------
     def _frame(self) -> Any:
         return self.game.render()
 
@@ -147,7 +123,6 @@ class HousekeepLLF(LanguageFeedbackEnv):
                 self._no_room.add((held_before, event.rec))
             feedback.add("hn", f'"{action}" failed: {event.reason}.')
 
-    # ---- ground truth -----------------------------------------------------------------------
     def _correct(self, obj: int, rec: int | None) -> bool:
         return rec is not None and rec in self.episode.correct[obj]
 
@@ -200,7 +175,6 @@ class HousekeepLLF(LanguageFeedbackEnv):
             return f"Do not pick the {', '.join(tidy)}: already where it belongs."
         return None
 
-    # ---- text -------------------------------------------------------------------------------
     def _observe(self) -> str:
         at, held = self._at_name(), self._held_name()
         here = [self.objs[o] for o, r in enumerate(self.view.mapping)

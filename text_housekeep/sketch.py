@@ -1,13 +1,5 @@
-"""A cheap 84x84 grayscale egocentric picture for the symbolic backend.
-
-Not a rendering of the house: a schematic camera view that keeps the pixel input informative.
-Ceiling dark, floor lighter, the horizon moving with the pitch; every visible receptacle a
-mid-grey block and every visible object a bright block, placed by its bearing and elevation
-(equiangular projection over the horizontal field of view, square pixels), sized by its angular
-extent, drawn far to near, the grey level a fixed function of the category name; a crosshair at
-the centre; the held object as a bright bar at the bottom. Returned as uint8 [84, 84, 3] with
-equal channels (the training loop converts pictures to grayscale anyway).
-"""
+"""A cheap 84x84 grayscale egocentric picture for the symbolic backend: not a rendering of the
+house but a schematic camera view (docs/housekeep.md) that keeps the pixel input informative."""
 
 from __future__ import annotations
 

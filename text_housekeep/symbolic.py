@@ -1,27 +1,5 @@
-"""The symbolic Housekeep backend (HOUSEKEEP.md §3): numpy geometry over the episode's data,
-no physics, no meshes.
-
-- Pose: (x, z) on the floor, yaw (0 = facing -z; TURN_LEFT adds), pitch (LOOK_UP adds; the
-  episode starts at -30, Housekeep's initial look-down). Eye height 1.5 m.
-- Walkable floor: within 1 m of a navigable point (every receptacle's ``nav`` point and the start
-  position) or within 0.5 m of the straight path between neighbouring navigable points (their
-  minimum spanning tree). MOVE_FORWARD into anything else does not move (no penalty).
-- Rooms: the agent is in the room of the nearest receptacle's navigable point; an object is in
-  its receptacle's room; doors and windows (room None) belong to every room.
-- Visible: within 5 m (to a receptacle's footprint), inside the horizontal field of view
-  (allowing for the thing's angular size), and in the agent's room.
-- GRAB_RELEASE: with an empty hand it targets visible objects, holding one it targets visible
-  receptacles: the target is the thing nearest the view ray (3-D angle from the eye, minus the
-  thing's angular radius) if that is within 20 degrees. It fails when nothing is under the
-  crosshair, when the target is farther than the reach (horizontal distance; to a receptacle's
-  footprint), or when the object does not fit on the receptacle (:mod:`text_housekeep.shelves`).
-- Scene parameters (:func:`scene_params`): ELLM's ``rs_int`` setting (20 degree turns, 3 m reach,
-  180 degree field of view) for Rs_int, Housekeep's defaults (10 degrees, 1.5 m, 90) elsewhere.
-
-``highlevel`` mode replaces the 6 actions with ``go to <receptacle>`` (stand at its navigable
-point facing it), ``pick <object>`` (from the receptacle the agent stands at) and ``place`` (on
-it), for fast runs and scripted tests.
-"""
+"""The symbolic Housekeep backend (HOUSEKEEP.md §3): numpy geometry over the episode's data, no
+physics and no meshes, so runs need no habitat-sim; its rules are tabled in docs/housekeep.md."""
 
 from __future__ import annotations
 
@@ -88,7 +66,7 @@ def spanning_edges(points: np.ndarray) -> list[tuple[int, int]]:
 
 
 class Floor:
-    """Walkable floor and rooms of an episode (see the module docstring)."""
+    """Walkable floor and rooms of an episode."""
 
     def __init__(self, episode: Episode):
         recs = episode.receptacles
@@ -124,7 +102,7 @@ class Floor:
 
 
 class SymbolicBackend:
-    """The default Housekeep backend: see the module docstring."""
+    """The default Housekeep backend."""
 
     def __init__(self, episode: Episode, action_mode: str = "lowlevel",
                  params: SceneParams | None = None):
@@ -152,7 +130,6 @@ class SymbolicBackend:
                                       + [f"pick {o.key}" for o in self.objects] + [PLACE_ACTION])
         self.reset()
 
-    # ------------------------------------------------------------------ episode
     def reset(self) -> BackendState:
         ep, p = self.episode, self.params
         self.x, self.floor_y, self.z = ep.start_position
@@ -177,7 +154,6 @@ class SymbolicBackend:
     def close(self) -> None:
         pass
 
-    # ------------------------------------------------------------------ low level
     def _low_level(self, name: str) -> Event:
         p = self.params
         if name == "MOVE_FORWARD":
@@ -217,7 +193,6 @@ class SymbolicBackend:
             return self._place(target)
         return self._pick(target)
 
-    # ------------------------------------------------------------------ high level
     def _high_level(self, action: int) -> Event:
         n_recs, n_objs = len(self.episode.receptacles), len(self.objects)
         if action < n_recs:
@@ -245,7 +220,6 @@ class SymbolicBackend:
         self.pitch = float(np.clip(elevation, -self.params.max_pitch, self.params.max_pitch))
         self.at = rec
 
-    # ------------------------------------------------------------------ pick and place
     def _pick(self, obj: int) -> Event:
         rec = self.mapping[obj]
         self.packers[rec].remove(obj)
@@ -262,7 +236,6 @@ class SymbolicBackend:
         self.mapping[obj], self.held = rec, None
         return Event(PLACE, obj, rec)
 
-    # ------------------------------------------------------------------ seeing
     def _eye_y(self) -> float:
         return self.floor_y + self.params.eye_height
 

@@ -1,14 +1,5 @@
-"""Housekeep's words (HOUSEKEEP.md §1): names, the text observation, transition captions.
-
-- object name: its category with "_" -> " " ("water_bottle" -> "water bottle");
-- receptacle name: "<room without index> <category>" ("storage_room_0" + "shelf" ->
-  "storage room shelf"); doors and windows (no room): just the category ("window");
-- text observation: "objects: <objects seen so far>. receptacles: <receptacles seen so far>.
-  you are holding: <object>." (names in first-seen order without repeats; each part omitted
-  when empty);
-- transition captions: "pick <object>" after a successful pick, "<object> in <receptacle>"
-  after a successful place, "" otherwise.
-"""
+"""Housekeep's words (HOUSEKEEP.md §1, docs/housekeep.md): names, the text observation and
+transition captions, the same text whichever backend simulates the house."""
 
 from __future__ import annotations
 
