@@ -1,10 +1,5 @@
-"""Captions of Craftax-Classic states and transitions, computed inside JAX (ELLM.md §2.3).
-
-A state's caption is held as small integer features (:class:`Caption`): which names the 9x7
-view shows, what the player faces, the inventory counts and the needs below their maximum. A
-transition's caption is the index of its action phrase ("chop tree") in :data:`PHRASES`, or
-:data:`NO_PHRASE` when the action had no effect. :func:`describe` turns features into the very
-sentences :mod:`text_crafter` writes, outside compiled code, for the LM and for logs."""
+"""Captions of Craftax-Classic states and transitions as integer features computed inside JAX
+(ELLM.md §2.3); :func:`describe` writes them as text_crafter's sentences, outside compiled code."""
 
 from __future__ import annotations
 
@@ -40,15 +35,15 @@ _HALF = jnp.array(OBS_DIM, dtype=jnp.int32) // 2
 class Caption(NamedTuple):
     """A state's caption as features (one state; batched by ``vmap``)."""
 
-    seen: jax.Array    # bool[len(NAMES)]: named somewhere in the view
-    target: jax.Array  # int32: index in NAMES of what is faced, or NO_NAME
-    items: jax.Array   # int32[len(ITEMS)]: inventory counts
-    needs: jax.Array   # bool[4]: health, food, drink, energy below FULL
+    seen: jax.Array
+    target: jax.Array
+    items: jax.Array
+    needs: jax.Array
 
 
 def _view_names(state) -> jax.Array:
-    """Name index of each cell of the 7x9 view: a mob hides its cell's block, as an object
-    hides its material in Crafter; arrows hide it and are not named."""
+    """Name index of each cell of the view: a mob hides its cell's block, as an object hides its
+    material in Crafter; arrows hide it and are not named."""
     pad = max(OBS_DIM)
     grid = jnp.pad(state.map, pad, constant_values=BlockType.OUT_OF_BOUNDS.value)
     corner = state.player_position - _HALF + pad
@@ -64,7 +59,6 @@ def _view_names(state) -> jax.Array:
 
 
 def _mob_at(state, cell: jax.Array) -> jax.Array:
-    """Name index of the living mob on ``cell``, or NO_NAME."""
     found = jnp.int32(NO_NAME)
     for mobs, mob in ((state.zombies, "zombie"), (state.cows, "cow"),
                       (state.skeletons, "skeleton")):
@@ -78,7 +72,6 @@ def faced_cell(state) -> jax.Array:
 
 
 def target_of(state) -> jax.Array:
-    """What the player faces, as Text-Crafter names it (a mob first, then the block)."""
     cell = faced_cell(state)
     inside = jnp.all((cell >= 0) & (cell < jnp.array(state.map.shape)))
     block = state.map[jnp.clip(cell[0], 0, state.map.shape[0] - 1),
@@ -94,7 +87,6 @@ def inventory_counts(state) -> jax.Array:
 
 
 def caption(state) -> Caption:
-    """The features of one state's caption, inventory and status sentences."""
     names = _view_names(state).reshape(-1)
     seen = jnp.zeros(len(NAMES) + 1, dtype=bool).at[names].set(True, mode="drop")[:len(NAMES)]
     levels = jnp.stack([state.player_health, state.player_food, state.player_drink,
@@ -107,8 +99,7 @@ def _phrase(name: str | None) -> int:
     return NO_PHRASE if name is None else PHRASES.index(name)
 
 
-# "do" on the faced name -> its phrase, and which inventory item must grow for it to count
-# (-1: none; the action's effect is then judged from what was faced alone).
+# Where "do" grows no item (-1), its effect is judged from what was faced alone.
 _DO_PHRASE = jnp.array([_phrase(DO_PHRASE.get(name)) for name in NAMES], dtype=jnp.int32)
 _DO_ITEM = jnp.array([ITEMS.index(item) if (item := {
     "tree": "wood", "stone": "stone", "coal": "coal", "iron": "iron", "diamond": "diamond",
@@ -126,14 +117,12 @@ _MOVES = jnp.array([a in (Action.LEFT, Action.RIGHT, Action.UP, Action.DOWN) for
 
 
 def transition_phrase(before, action: jax.Array, after) -> jax.Array:
-    """The phrase of the action taken in ``before`` that led to ``after``, if it had its real
-    game effect (Text-Crafter's effective success, ELLM.md §2.2), else NO_PHRASE."""
+    """The action's phrase if it had its real effect (ELLM.md §2.2), else NO_PHRASE."""
     held, now = inventory_counts(before), inventory_counts(after)
     delta = now - held
     awake = ~before.is_sleeping  # Craftax turns a sleeping player's action into a no-op
     target = target_of(before)
-    # "do": a mob is hit, water drunk or a ripe plant eaten whenever faced; a block is mined
-    # (and grass gives a sapling) only when its item grows.
+    # "do" on a mob, water or a ripe plant always works; on a block, only if its item grows.
     item = _DO_ITEM[jnp.maximum(target, 0)]
     ripe = before.map[tuple(jnp.clip(faced_cell(before), 0, before.map.shape[0] - 1))] \
         == BlockType.RIPE_PLANT.value
@@ -152,12 +141,8 @@ def transition_phrase(before, action: jax.Array, after) -> jax.Array:
     return jnp.where(action == Action.DO.value, do_phrase, other).astype(jnp.int32)
 
 
-# ---- outside compiled code -----------------------------------------------------------------
-
 def describe(features: Caption, version: int = 2) -> dict[str, str]:
-    """The caption, inventory and status sentences of one state's features, as text_crafter
-    writes them (``version`` 1: the original's wording, quirks kept), and the text observation.
-    """
+    """One state's sentences as text_crafter writes them (``version`` 1: the original's quirks)."""
     seen = np.asarray(features.seen)
     names = sorted(NAMES[i] for i in np.flatnonzero(seen))
     target = int(features.target)
@@ -175,5 +160,4 @@ def describe(features: Caption, version: int = 2) -> dict[str, str]:
 
 
 def phrase_text(phrase: int) -> str:
-    """The transition caption of a phrase index ("" for no effect, as text_crafter writes)."""
     return "" if phrase == NO_PHRASE else PHRASES[phrase]

@@ -1,9 +1,5 @@
-"""Craftax-Classic with captions, as pure functions over its state (vmapped by the caller).
-
-``Craftax-Classic-v1`` writes the original's caption wording (the paper setting), ``-v2``
-natural English, as ``CrafterTextEnv-v1``/``-v2`` do. Episodes end on death or lava
-(terminated) or after ``length`` steps (truncated); the caller restarts them in fresh worlds
-(:meth:`CraftaxEnv.restart`)."""
+"""Craftax-Classic with captions, as pure functions over its state (vmapped by the caller);
+``-v1`` writes the original's caption wording, ``-v2`` natural English, as Text-Crafter's ids."""
 
 from __future__ import annotations
 
@@ -23,18 +19,17 @@ ACHIEVEMENTS: Final = tuple(a.name.lower() for a in Achievement)
 
 
 class Step(NamedTuple):
-    """One step of one environment, before any restart."""
 
     obs: jax.Array
     state: object
     caption: Caption
-    reward: jax.Array       # Craftax's reward: +1 per new achievement, +-0.1 per health point
+    reward: jax.Array
     terminated: jax.Array   # died or walked into lava: the value of what follows is 0
     truncated: jax.Array    # the time limit: bootstrapped through
-    phrase: jax.Array       # the transition's phrase index, or NO_PHRASE
-    achievements: jax.Array  # bool[22] unlocked this episode, as it stood at this step
-    length: jax.Array       # steps into the episode after this one
-    position: jax.Array     # the player's cell after the action
+    phrase: jax.Array
+    achievements: jax.Array
+    length: jax.Array
+    position: jax.Array
 
 
 class Worlds(NamedTuple):
@@ -46,7 +41,6 @@ class Worlds(NamedTuple):
 
 
 class CraftaxEnv:
-    """Craftax-Classic's symbolic game with captions and an episode limit of ``length``."""
 
     def __init__(self, env_id: str, length: int) -> None:
         if env_id not in ENV_IDS:
@@ -60,7 +54,6 @@ class CraftaxEnv:
 
     @property
     def map_shape(self) -> tuple[int, ...]:
-        """The world map's shape (rows, columns)."""
         return tuple(self._env.default_static_params().map_size)
 
     def reset(self, key: jax.Array) -> tuple[jax.Array, object, Caption]:
@@ -87,9 +80,9 @@ class CraftaxEnv:
     @staticmethod
     def restart(steps: Step, done: jax.Array, worlds: Worlds, used: jax.Array
                 ) -> tuple[jax.Array, object, Caption, jax.Array]:
-        """(obs, state, caption) of a batch after its ended episodes restart in ``worlds``,
-        taken in turn from ``used`` on, and the new count used. Generating a world for every
-        env at every step, as an auto-reset does, would cost more than the game itself."""
+        """(obs, state, caption) after the ended episodes restart in ``worlds``, taken in turn from
+        ``used`` on, and the new ``used``. Worlds are made ahead: one for every env at every step,
+        as an auto-reset makes, would cost more than the game itself."""
         count = worlds.obs.shape[0]
         pick = (used + jnp.cumsum(done) - 1) % count
         take = lambda new, old: jnp.where(

@@ -1,7 +1,4 @@
-"""Text-Crafter's words for Craftax-Classic's blocks, mobs, items and actions.
-
-Every name comes from :mod:`text_crafter`, so captions, goals, oracle rules, prompts and LM cache
-keys are the same text in both games."""
+"""Text-Crafter's words for Craftax's things and actions, so both games' text and LM cache agree."""
 
 from __future__ import annotations
 
@@ -12,8 +9,7 @@ from craftax.craftax_classic.constants import Action, BlockType
 from text_crafter.actions import GOOD_ACTIONS, HARDER_ACTIONS
 from text_crafter.captions import INVENTORY_ITEMS, STATUS_WORDS
 
-# What a caption can name in the view, in one fixed order (bit i of the "seen" feature). Sand
-# and the player are never named, as in text_crafter; arrows are not kept as objects.
+# Sand and the player are never named, as in text_crafter; arrows are not kept as objects.
 NAMES: Final = ("water", "grass", "stone", "path", "tree", "lava", "coal", "iron", "diamond",
                 "crafting table", "furnace", "plant", "cow", "zombie", "skeleton")
 NO_NAME: Final = -1
@@ -21,7 +17,6 @@ NO_NAME: Final = -1
 UNTARGETED: Final = ("path", "lava")
 MOBS: Final = ("zombie", "cow", "skeleton")
 
-# Craftax block type -> index in NAMES (NO_NAME for sand, out of bounds, invalid, wood).
 _BLOCK_NAME: Final = {
     BlockType.WATER: "water", BlockType.GRASS: "grass", BlockType.STONE: "stone",
     BlockType.PATH: "path", BlockType.TREE: "tree", BlockType.LAVA: "lava",
@@ -33,10 +28,9 @@ BLOCK_NAME_INDEX: Final = tuple(
     NAMES.index(_BLOCK_NAME[b]) if b in _BLOCK_NAME else NO_NAME for b in BlockType)
 
 ITEMS: Final = INVENTORY_ITEMS  # Craftax's Inventory fields carry the same names
-STATUS: Final = tuple(STATUS_WORDS)  # health, food, drink, energy
+STATUS: Final = tuple(STATUS_WORDS)
 
-# The 17 Craftax actions, each named as the Text-Crafter action it is ("do" depends on what is
-# faced, so it has no name of its own).
+# "do" has no name of its own: it depends on what is faced.
 ACTION_NAMES: Final = {
     Action.NOOP: "do nothing", Action.LEFT: "move left", Action.RIGHT: "move right",
     Action.UP: "move up", Action.DOWN: "move down", Action.DO: None, Action.SLEEP: "sleep",
@@ -49,12 +43,9 @@ ACTION_NAMES: Final = {
 }
 NUM_ACTIONS: Final = len(Action)
 
-# Transition phrases: Text-Crafter's named actions that do something, in its order; a
-# transition's phrase is the index of one, or NO_PHRASE when the action had no effect.
 PHRASES: Final = tuple(name for name in HARDER_ACTIONS if name in GOOD_ACTIONS)
 NO_PHRASE: Final = -1
 
-# "do" on each faced thing, as Text-Crafter names it.
 DO_PHRASE: Final = {
     "tree": "chop tree", "stone": "mine stone", "coal": "mine coal", "iron": "mine iron",
     "diamond": "mine diamond", "water": "drink water", "grass": "chop grass",
