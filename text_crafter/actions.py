@@ -1,20 +1,5 @@
-"""Action spaces of Text-Crafter and their mapping onto upstream Crafter actions.
-
-Three spaces (the first two are ELLM.md §2.1):
-
-- ``harder`` (default, 139 ids): 6 verb-only actions, then 7 verbs x 19 nouns with
-  ``id = 6 + verb_index * 19 + noun_index`` (``verb_index`` counts from "mine").
-  Only the pairs listed in :data:`GOOD_ACTIONS` do something in the game; every other pair
-  (e.g. "drink cow") is a valid id that executes as a no-op and is reported as failed.
-- ``easier`` (27 ids): the named useful actions only.
-- ``crafter`` (17 ids): Crafter's own actions in Crafter's order, named in the house style.
-  Crafter's ``do`` acts on whatever the player faces and is reported as the good action on that
-  target ("chop tree" facing a tree, see :func:`executed_name`), so captions, success flags and
-  goal rewards read as they do for the named action.
-
-"Good" actions (29) = the 27 easier actions + "eat cow" + "make crafting table", which are
-synonyms of "attack cow" and "place crafting table".
-"""
+"""Action spaces of Text-Crafter (ELLM.md §2.1, plus Crafter's own) and their mapping onto
+upstream Crafter actions; a verb-noun pair outside :data:`GOOD_ACTIONS` runs as a no-op."""
 
 from __future__ import annotations
 
@@ -49,7 +34,6 @@ SYNONYMS: Final = {
     "place crafting table": "make crafting table",
 }
 
-# crafter.constants.actions, in its order; "do" is Crafter's context-dependent action.
 DO: Final = "do"
 CRAFTER_ACTIONS: Final = (
     "do nothing", "move left", "move right", "move up", "move down", DO, "sleep",
@@ -61,8 +45,7 @@ CRAFTER_ACTIONS: Final = (
 ACTION_SPACES: Final = {
     "harder": HARDER_ACTIONS, "easier": EASIER_ACTIONS, "crafter": CRAFTER_ACTIONS}
 
-# What Crafter's "do" is called by the faced target: the good action on it ("attack cow", not
-# its synonym "eat cow"). Facing anything else it keeps the name "do" and has no effect.
+# Crafter's "do" is named as the good action on what it faces, so captions and rewards match.
 DO_NAMES: Final = {
     "plant": "eat plant", "zombie": "attack zombie", "skeleton": "attack skeleton",
     "cow": "attack cow", "tree": "chop tree", "stone": "mine stone", "coal": "mine coal",
@@ -70,9 +53,7 @@ DO_NAMES: Final = {
     "grass": "chop grass",
 }
 
-# What each good action asks of the upstream engine: (upstream action, required target).
-# The target is the faced object/material name that must be present for "do" actions;
-# None for actions that do not depend on what is faced.
+# (upstream action, the faced thing a "do" needs or None)
 UPSTREAM: Final = {
     "do nothing": ("noop", None),
     "move left": ("move_left", None),
@@ -118,14 +99,12 @@ def action_names(action_space_type: str) -> tuple[str, ...]:
 
 
 def executed_name(name: str, target: str | None) -> str:
-    """The name an action carries out facing ``target`` (a caption name or None): Crafter's
-    "do" becomes the good action on the target ("chop tree"); every other name is itself."""
+    """The name an action carries out facing ``target``: Crafter's "do" becomes "chop tree"."""
     return DO_NAMES.get(target or "", DO) if name == DO else name
 
 
 def reported_names(action_space_type: str) -> tuple[str, ...]:
-    """Every name an env of this space reports as executed, in id order: the space's names,
-    with Crafter's "do" followed by the names it takes by target."""
+    """Every name an env of this space reports as executed, "do"'s names after it."""
     names = action_names(action_space_type)
     if DO not in names:
         return names

@@ -1,18 +1,5 @@
-"""Text descriptions of a Crafter state (ELLM.md §2.3).
-
-Three sentences describe the player's situation:
-
-- state caption: what is in the 9x7 local view plus what the player faces,
-  e.g. ``"You see cow, grass, and tree. You are targeting tree."``;
-- inventory: ``"You have in your inventory wood, wood_pickaxe."`` (``""`` when empty);
-- status: ``"You feel hungry, sleepy."`` for health/food/drink/energy below 9 (``""`` if none).
-
-``version=1`` reproduces the original's wording byte for byte, quirks included: the "and"
-with an Oxford comma even for two names ("You see grass, and tree."), "You see ." for an
-empty view, "table" (not "crafting table") in the targeting clause and underscores in item
-names. ``version=2`` writes natural English: "You see grass and tree.", "You see nothing.",
-"crafting table" everywhere and "wood pickaxe".
-"""
+"""Text descriptions of a Crafter state (ELLM.md §2.3): ``version=1`` keeps the original's
+wording byte for byte ("You see grass, and tree.", "You see ."), ``version=2`` is plain English."""
 
 from __future__ import annotations
 
@@ -27,7 +14,6 @@ INVENTORY_ITEMS = (
 STATUS_WORDS = {"health": "hurt", "food": "hungry", "drink": "thirsty", "energy": "sleepy"}
 STATUS_FULL = 9
 
-# Names never mentioned in the view list, and materials never named as a target.
 _HIDDEN_IN_VIEW = frozenset({"player", "sand", "arrow"})
 _UNTARGETED_MATERIALS = frozenset({"path", "sand", "lava"})
 
@@ -46,7 +32,6 @@ def material_name(material: str, version: int = 2) -> str:
 
 
 def join_names(names: list[str], version: int) -> str:
-    """The view's names as the caption lists them (``version`` 1 keeps the original's comma)."""
     if version == 1:
         if len(names) <= 1:
             return "".join(names)
@@ -89,7 +74,6 @@ def target_name(world: Any, player: Any, version: int) -> str | None:
 
 
 def state_caption(world: Any, player: Any, grid: tuple[int, int], version: int) -> str:
-    """"You see ... ." plus " You are targeting X." when the player faces something nameable."""
     return caption_of(visible_names(world, player.pos, grid), target_name(world, player, version),
                       version)
 

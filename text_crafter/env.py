@@ -1,20 +1,7 @@
 """Crafter with text: gymnasium environments ``CrafterTextEnv-v1/-v2`` and ``CrafterReward-v1``.
 
-The game is upstream ``crafter.Env``; this module adds, per step, the state caption, inventory
-and status sentences (:mod:`text_crafter.captions`), a transition caption, the two success
-flags of ELLM.md §2.2, the action spaces (:mod:`text_crafter.actions`) and the
-gymnasium termination/truncation split. It knows nothing of language models or RL.
-
-Versions (gym convention, ELLM.md §2):
-
-- ``v1`` (paper behaviour): ELLM's rules (:mod:`text_crafter.rules`), reward +1 per step that
-  unlocks an achievement for the first time in the episode, time-outs reported as termination
-  (``discount`` 0), transition captions gated on *plausible* success, original caption wording.
-- ``v2``: upstream Crafter rules and reward, time-outs reported as truncation (``discount`` 1),
-  transition captions gated on *effective* success, natural-English captions.
-
-``CrafterReward-v1`` is ``v1`` flagged ``extrinsic=True``: the training loop learns from the
-game reward instead of a language-model reward.
+Upstream ``crafter.Env`` plus captions, the success flags of ELLM.md §2.2 and the
+termination/truncation split; ``v1`` is the paper's behaviour (docs/fidelity.md), ``v2`` fixed.
 """
 
 from __future__ import annotations
@@ -36,8 +23,6 @@ from text_game import render
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What an environment id means."""
-
     version: int
     extrinsic: bool
     reward: bool = True  # False: the game reward is always 0 (achievements are still counted)
@@ -55,9 +40,8 @@ _TEXT_SPACE = gym.spaces.Text(max_length=1024, min_length=0, charset=string.prin
 
 
 class CrafterTextEnv(gym.Env):
-    """Crafter whose observations and infos carry text (see the module docstring)."""
+    """Crafter whose observations and infos carry text."""
 
-    # rgb_array at 5 frames a second, the pace of Crafter's own GUI (crafter.run_gui --fps).
     metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
 
     def __init__(
@@ -112,7 +96,6 @@ class CrafterTextEnv(gym.Env):
         engine._world.__class__ = OrderedChunksWorld  # seeds reproduce; see text_crafter.rules
         return engine
 
-    # Handles on the upstream game, for tests and tools that build situations by hand.
     @property
     def world(self) -> Any:
         return self._engine._world
@@ -123,8 +106,7 @@ class CrafterTextEnv(gym.Env):
 
     @property
     def episode_count(self) -> int:
-        """Resets so far. With a seed, episode k's world is a function of (seed, k), so a resumed
-        training run sets this back to continue with new worlds instead of replaying the first."""
+        """Resets so far: a resumed run sets it so as not to replay the seed's first worlds."""
         return int(self._engine._episode)
 
     @episode_count.setter
@@ -132,7 +114,6 @@ class CrafterTextEnv(gym.Env):
         self._engine._episode = int(count)
 
     def describe(self) -> dict[str, str]:
-        """Caption, inventory and status sentences and the agent's text observation, now."""
         caption = captions.state_caption(self.world, self.player, self._grid, self.version)
         inventory = captions.inventory_sentence(self.player.inventory, self.version)
         status = captions.status_sentence(self.player.inventory)
@@ -220,7 +201,6 @@ class CrafterTextEnv(gym.Env):
         return self._observation(image), reward, terminated, truncated, info
 
     def _around(self, cell: np.ndarray) -> dict[tuple[int, int], tuple[str | None, str | None]]:
-        """(material, object name) of the 8 cells around ``cell``, by offset."""
         out = {}
         for dx in (-1, 0, 1):
             for dy in (-1, 0, 1):
@@ -230,7 +210,6 @@ class CrafterTextEnv(gym.Env):
         return out
 
     def episode_stats(self) -> dict[str, float]:
-        """This episode so far in Crafter's ``stats.jsonl`` format."""
         stats: dict[str, float] = {
             "length": self._engine._step, "reward": round(self._episode_reward, 1)}
         for key, value in self.player.achievements.items():
@@ -238,7 +217,6 @@ class CrafterTextEnv(gym.Env):
         return stats
 
     def render(self) -> np.ndarray | None:
-        """The frame now (the observed image) with ``render_mode="rgb_array"``; else None."""
         if self.render_mode is None:  # gymnasium's convention: no mode, no frame, a warning
             render.warn_no_render_mode(self, "CrafterTextEnv-v1")
             return None
@@ -261,8 +239,6 @@ class CrafterTextEnv(gym.Env):
 
 @dataclass
 class _Snapshot:
-    """The few values needed to judge whether an action had its effect."""
-
     pos: tuple[int, int]
     sleeping: bool
     achievements: dict[str, int]
@@ -296,10 +272,7 @@ class _Snapshot:
 
 def _v1_plausible(name: str, noun: str | None, before: _Snapshot, material: str | None,
                   obj: Any) -> bool:
-    """The original's action success (FIDELITY.md row 7): a sleeping player's action is replaced
-    by sleep, so only "sleep" can succeed; otherwise the action's noun must be the faced
-    object's or material's own name ("table", not "crafting table") or an inventory key with a
-    count ("wood_pickaxe"; a sapling is not "plant")."""
+    """The original's action success (docs/fidelity.md, "success gate")."""
     if before.sleeping and before.inventory["energy"] < constants.items["energy"]["max"]:
         return name == "sleep"
     if noun is None:
@@ -309,7 +282,6 @@ def _v1_plausible(name: str, noun: str | None, before: _Snapshot, material: str 
 
 
 def _held_nouns(inventory: dict[str, int]) -> set[str]:
-    """Action nouns naming items held: "plant" for a sapling, "wood pickaxe", ..."""
     held = set()
     for item in captions.INVENTORY_ITEMS:
         if inventory.get(item, 0) > 0:

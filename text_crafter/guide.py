@@ -1,12 +1,7 @@
 """What to do next in a Crafter state: the next step toward an action and how to get there.
 
-Game knowledge only, from upstream Crafter's rule data (``crafter.constants``: what collecting,
-placing and making need) and the local view: :class:`Guide` turns a wanted action ("make wood
-pickaxe") into the first prerequisite that is missing (no table near: "place crafting table";
-no wood: "chop tree") and the action to take now toward it: the step itself when the player
-faces what it needs, else the first move of a shortest path (over the walkable cells in view,
-never into lava) to a position and facing from which it can be done, else a move exploring.
-The language-feedback environment (:mod:`text_crafter.llf`) words it as ``fp`` feedback.
+Worked out from upstream Crafter's rule data and the local view, for the ``fp`` feedback of
+:mod:`text_crafter.llf` (docs/llf.md).
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ from text_crafter.rules import V1_PLACE_USES
 WAIT: Final = "do nothing"
 MOVES: Final = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 WALKABLE: Final = frozenset(constants.walkable)
-# The action that brings one more of an item.
 PRODUCERS: Final = {
     "wood": "chop tree", "stone": "mine stone", "coal": "mine coal", "iron": "mine iron",
     "diamond": "mine diamond", "sapling": "chop grass", "drink": "drink water",
@@ -42,11 +36,7 @@ Cell = tuple[int, int]
 
 @dataclass(frozen=True)
 class Advice:
-    """The next step toward a wanted action and the action to take now.
-
-    ``action`` is None when the step needs something not in view (then explore); ``detail``
-    says why, in words ("a tree is 2 steps left").
-    """
+    """The next step toward a wanted action and the action to take now (None: explore)."""
 
     wanted: str
     step: str
@@ -55,8 +45,7 @@ class Advice:
 
 
 def thing_at(world: Any, cell: Cell) -> str | None:
-    """What occupies a cell: an object's name ("cow"), else its material ("tree"); None
-    outside the world."""
+    """What occupies a cell: an object's name ("cow"), else its material ("tree")."""
     material, obj = world[cell]
     if obj is not None:
         return captions.object_name(obj)
@@ -78,8 +67,7 @@ def offset_words(dx: int, dy: int) -> str:
 
 
 class Guide:
-    """Plans toward actions in one episode of ``env`` (a :class:`~text_crafter.env.
-    CrafterTextEnv`); it keeps an exploring heading between steps."""
+    """Plans toward actions in one episode; it keeps an exploring heading between steps."""
 
     def __init__(self, env: Any, rng: np.random.Generator):
         self.env = env
@@ -87,7 +75,6 @@ class Guide:
         self.heading = "left"
         self._heading_steps = 0
 
-    # ---- the view ---------------------------------------------------------------------------
     @property
     def world(self) -> Any:
         return self.env.world
@@ -97,7 +84,7 @@ class Guide:
         return self.env.player
 
     def view_cells(self) -> list[Cell]:
-        """Cells of the local view (the 9x7 area the captions describe), inside the world."""
+        """Cells of the 9x7 view the captions describe, inside the world."""
         (px, py), (gw, gh) = map(int, self.player.pos), self.env._grid
         x0, y0 = px - gw // 2, py - gh // 2
         w, h = self.world.area
@@ -128,7 +115,6 @@ class Guide:
         material, obj = self.world[cell]
         return obj is None and material in WALKABLE
 
-    # ---- planning ---------------------------------------------------------------------------
     def advise(self, wanted: str) -> Advice:
         """The next step toward ``wanted`` (a good action name) and the action to take now."""
         return self._plan(wanted, wanted, 0)
@@ -243,9 +229,8 @@ class Guide:
         return Advice(wanted, step, move, f"{what} is {offset_words(x + fx - px, y + fy - py)}")
 
     def _route(self, goal: Callable[[Cell, Cell], bool]) -> tuple[str | None, Any]:
-        """(first move, end state) of a shortest path of moves (in view, never into lava) to a
-        (position, facing) state where ``goal`` holds; (None, start) when it holds already,
-        (None, None) when no path in view reaches one."""
+        """(first move, end state) of a shortest path in view, never into lava, to a (position,
+        facing) where ``goal`` holds; (None, None) when none does."""
         start = (tuple(map(int, self.player.pos)), tuple(map(int, self.player.facing)))
         if goal(*start):
             return None, start
@@ -268,8 +253,7 @@ class Guide:
         return None, None
 
     def explore(self) -> str:
-        """A move that explores: keep a heading while the way is free, turn when blocked (or at
-        random every ten steps or so); never into lava."""
+        """A move that keeps a heading while the way is free, never into lava."""
         px, py = self.player.pos
         free = [n for n, (dx, dy) in MOVES.items() if self._free((px + dx, py + dy))
                 and self.world[(px + dx, py + dy)][0] != "lava"]

@@ -1,24 +1,5 @@
 """``llf-crafter-v0``: Crafter as a language-feedback environment (LLF-Bench's interface,
-:mod:`text_game.llf`).
-
-The agent reads a text observation and answers an action name ("chop tree"). Tasks: any single
-task of :data:`text_crafter.tasks.SINGLE_TASKS` (the 29 named actions and the paper's custom
-tasks), or ``task=None``: unlock as many achievements as you can. The game underneath is
-:class:`text_crafter.env.CrafterTextEnv` (``version`` 1: the paper's rules, 2: upstream's).
-
-- Observation: the state caption, where the nearest thing of each kind in view is, inventory
-  counts, health/food/drink/energy, achievements so far and the steps left.
-- Reward (for evaluation only): a single task pays 1 when it is done; the open task pays 1 per
-  achievement unlocked for the first time in the episode.
-- ``terminated``: the task is done, or the player died; ``truncated``: ``length`` steps.
-  ``info["success"]``: the task is done (the open task: all 22 achievements unlocked).
-- Feedback: ``r`` the reward; ``hp`` what the action achieved (achievements, items, the
-  task's progress); ``hn`` an action that did nothing and why, health lost; ``fp`` the next step
-  toward the task from its prerequisites (:class:`text_crafter.guide.Guide`) with the action to
-  take now, quoted last; ``fn`` lava, a zombie or skeleton nearby, low food, water or energy.
-- ``info["episode_stats"]`` at the end, in Crafter's ``stats.jsonl`` format.
-- Instructions: ``p`` adds the task's steps in order, ``c`` also how the game works.
-"""
+:mod:`text_game.llf`); tasks, observation, reward and feedback are in docs/llf.md."""
 
 from __future__ import annotations
 
@@ -80,13 +61,11 @@ def task_words(task: str | None) -> str:
 
 
 def CrafterLLFEnv(**kwargs: Any) -> gym.Env:  # the name its entry point was registered under
-    """``llf-crafter-v0`` as ``gym.make`` builds it
-    (:func:`text_game.registration.as_registered`)."""
     return as_registered(CrafterLLF(**kwargs))
 
 
 class CrafterLLF(LanguageFeedbackEnv):
-    """See the module docstring; other keyword arguments go to :class:`CrafterTextEnv`."""
+    """Other keyword arguments go to :class:`CrafterTextEnv`."""
 
     def __init__(self, task: str | None = None, instruction_type: str = "b",
                  feedback_type: Any = "a", version: int = 2, length: int = 400,
@@ -112,7 +91,6 @@ class CrafterLLF(LanguageFeedbackEnv):
     def player(self) -> Any:
         return self.game.player
 
-    # ---- episode ----------------------------------------------------------------------------
     def _frame(self) -> Any:
         return self.game.render()
 
@@ -158,7 +136,6 @@ class CrafterLLF(LanguageFeedbackEnv):
             out["episode_stats"] = self.game.episode_stats()
         return Outcome(self._observe(), reward, terminated, truncated, self._done, feedback, out)
 
-    # ---- task progress ----------------------------------------------------------------------
     def _progress(self, action: str, info: dict, before: dict[str, int]) -> str | None:
         """"done" when this step completed the task, "step" when it completed a step of an
         in-order task, else None."""
@@ -221,7 +198,6 @@ class CrafterLLF(LanguageFeedbackEnv):
                 return advice
         return first or Advice(NO_OP, NO_OP, NO_OP, "")
 
-    # ---- feedback ---------------------------------------------------------------------------
     def _hindsight_positive(self, action: str, info: dict, before: dict[str, int],
                             newly: list[str], progress: str | None) -> str | None:
         parts = []
@@ -330,7 +306,6 @@ class CrafterLLF(LanguageFeedbackEnv):
                                 f"{fix}, or you will lose health.")
         return " ".join(warnings) or None
 
-    # ---- text -------------------------------------------------------------------------------
     def _observe(self) -> str:
         caption = captions.state_caption(self.world, self.player, self.game._grid, 2)
         near = [f"{_name(name)} {offset_words(*offset)}" for name, offset

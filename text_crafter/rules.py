@@ -1,25 +1,5 @@
-"""ELLM's game-rule changes, as the smallest override of upstream Crafter.
-
-ELLM (paper setting, ``-v1`` ids) changes four rules of Crafter:
-
-1. Base melee damage is 5, so every creature (zombie 5 HP, skeleton 3, cow 3) dies in one hit.
-2. The health component of the reward is 0: the reward is +1 per step in which an achievement
-   is first unlocked in the episode (computed by :class:`text_crafter.env.CrafterTextEnv`).
-3. Collecting gives no item and no achievement when the item is already at its maximum (9),
-   e.g. "drink water" when not thirsty; the world changes as usual (mined stone leaves path,
-   drinking resets thirst).
-4. A crafting table costs 1 wood (the original's own rule data), not 2.
-
-Rules 1, 3 and 4 live in :class:`V1Player`, a subclass of ``crafter.objects.Player`` that
-overrides only ``_do_object``, ``_do_material`` and ``_place`` and defers to the upstream
-methods for everything else. ``-v2`` ids keep the upstream player untouched.
-
-One more override applies to every id and changes no rule: upstream ``World`` keeps the
-objects of each chunk in a ``set``, whose iteration order follows memory addresses, and the
-creature balancing picks which creature to despawn by indexing that order. Two runs with the
-same seed then diverge. :class:`OrderedChunksWorld` keeps each chunk in insertion order, so a
-seed and an action sequence always give the same episode.
-"""
+"""ELLM's game-rule changes (``-v1`` ids, listed in docs/fidelity.md), as the smallest override
+of upstream Crafter, plus a world whose seeds reproduce (every id)."""
 
 from __future__ import annotations
 
@@ -94,7 +74,8 @@ class _OrderedSet(dict):
 
 
 class OrderedChunksWorld(engine.World):
-    """Upstream world whose per-chunk object collections iterate in insertion order."""
+    """Upstream world whose chunks iterate in insertion order: upstream's sets follow memory
+    addresses, and despawning indexes them, so one seed gave different episodes."""
 
     def reset(self, seed=None):
         super().reset(seed)

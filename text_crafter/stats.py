@@ -1,12 +1,5 @@
-"""Per-episode statistics in Crafter's ``stats.jsonl`` format, success rates and the score.
-
-One JSON object per line and per episode: ``{"length": 400, "reward": 3.0,
-"achievement_collect_wood": 2, ...}`` (the same keys as upstream Crafter's recorder).
-
-The Crafter score (ELLM.md §2.5) is ``exp(mean_i ln(1 + s_i)) - 1`` over the 22 achievements'
-success rates ``s_i`` in percent, where a success rate is the percentage of episodes in which
-the achievement was unlocked at least once.
-"""
+"""Per-episode statistics in Crafter's ``stats.jsonl`` format, success rates and the score
+(ELLM.md §2.5)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Single tasks of Text-Crafter and their prerequisite chains (game data, no reward logic).
-
-A single task is one of the 29 good action names ("make wood pickaxe") or one of the paper's
-custom tasks ("deforestation"). :data:`TASK_CHAINS` lists, for the tasks that need more than
-one action, the subtasks in the order the original showed them with
-``single_goal_hierarchical``; a task missing here is its own chain. The training loop's reward
-(:mod:`ellm.reward`) and the language-feedback environment (:mod:`text_crafter.llf`) both read
-them from here.
-"""
+"""Single tasks of Text-Crafter and their prerequisite chains, in the order the original's
+``single_goal_hierarchical`` showed them: game data that :mod:`ellm.reward` and the LLF read."""
 
 from __future__ import annotations
 
