@@ -15,7 +15,7 @@ try:
     from omegaconf import DictConfig, OmegaConf
 
     from ellm.checkpoint import SNAPSHOT_NAME
-    from ellm.conf import CONF_DIR
+    from ellm.conf import CONF_DIR, GROUPS, resumes
     from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
 except ModuleNotFoundError as missing:  # the system python, not the project's venv
     sys.exit(f"error: {sys.executable} has no {missing.name!r}: run .venv/bin/python train.py "
@@ -23,12 +23,11 @@ except ModuleNotFoundError as missing:  # the system python, not the project's v
 
 log = logging.getLogger("ellm")
 ROOT = Path(__file__).resolve().parent
-GROUPS = ("agent", "method", "preset")  # our config groups (directories of ellm/conf, on the search path)
 
 
 def _run_dir(snapshot_path, finetune_snapshot, default: str) -> str:
     """Resuming (snapshot_path without finetune_snapshot) continues in the snapshot's run dir."""
-    if snapshot_path in (None, "", "null") or str(finetune_snapshot).lower() == "true":
+    if not resumes(snapshot_path, finetune_snapshot):
         return default
     path = Path(str(snapshot_path)).expanduser()
     return str(path.parent if path.name == SNAPSHOT_NAME or path.is_file() else path)

@@ -9,6 +9,7 @@ from typing import Any, Final
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ellm import checkpoint
+from ellm.conf import GROUPS, resumes
 from ellm.config import SECRET_KEYS, leaves
 from ellm.errors import ConfigError
 
@@ -22,7 +23,6 @@ SAFE_ON_RESUME: Final = frozenset({
     "env_spec.lm_spec.cache_dir", "env_spec.lm_spec.backoff", "env_spec.lm_spec.max_backoff",
 })
 
-GROUPS: Final = ("agent", "method", "preset")
 
 # What fixes the agent's networks: a finetuned or guiding agent's come from its run's record.
 STRUCTURE_KEYS: Final = (
@@ -33,7 +33,7 @@ STRUCTURE_KEYS: Final = (
 
 
 def resuming(cfg: DictConfig) -> bool:
-    return bool(cfg.get("snapshot_path")) and not cfg.get("finetune_snapshot")
+    return resumes(cfg.get("snapshot_path"), cfg.get("finetune_snapshot"))
 
 
 def named_keys(overrides: Sequence[str]) -> tuple[set[str], list[str]]:

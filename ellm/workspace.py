@@ -24,6 +24,7 @@ from ellm.agent import mean_metrics
 from ellm.build import add_guide, goal_source, make_agent, rollout_parts
 from ellm.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
+from ellm.conf import resumes
 from ellm.config import resolve_threads, resolve_workers, run_config, validate
 from ellm.entry import write_record
 from ellm.evaluate import Evaluator
@@ -60,7 +61,7 @@ class Workspace:
         self.cfg, self.game, self.method = cfg, self.spec.game, self.spec.method
         self.device = self.spec.device
         self.num_actors = int(cfg.num_actors)
-        resuming = bool(cfg.snapshot_path) and not cfg.finetune_snapshot
+        resuming = resumes(cfg.snapshot_path, cfg.finetune_snapshot)
         snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
         self.paper = self.game.paper_setting(cfg)
         self.run_dir = Path(run_dir)

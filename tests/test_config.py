@@ -454,3 +454,19 @@ def test_a_python_without_the_projects_packages_gets_one_line():
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and ".venv/bin/python train.py" in proc.stderr
+
+
+@pytest.mark.parametrize("snapshot_path, finetune, resumes_it", [
+    (None, False, False), ("", False, False), ("null", False, False),
+    ("runs/a", False, True), ("runs/a", "False", True),
+    ("runs/a", True, False), ("runs/a", "True", False),
+])
+def test_one_rule_says_whether_a_run_resumes_its_snapshot(snapshot_path, finetune, resumes_it):
+    from omegaconf import OmegaConf
+
+    from ellm.conf import resumes
+    from ellm.resume import resuming
+
+    assert resumes(snapshot_path, finetune) is resumes_it
+    cfg = OmegaConf.create({"snapshot_path": snapshot_path, "finetune_snapshot": finetune})
+    assert resuming(cfg) is resumes_it

@@ -171,6 +171,7 @@ def test_a_pretrained_agent_is_finetuned_on_the_game_reward_and_resumes_as_itsel
     (["finetune_snapshot=True"], "finetune_snapshot=True needs snapshot_path"),
     (["finetune_snapshot=True", "snapshot_path=nowhere"], "snapshot_path=nowhere"),
     (["finetune_snapshot=True", "snapshot_path=x", "method=random"], "does not learn"),
+    (["snapshot_path=nowhere"], "no snapshot.npz in"),
 ])
 def test_a_finetune_without_pretrained_weights_stops_before_anything_is_written(tmp_path, extra,
                                                                                named):

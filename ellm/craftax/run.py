@@ -16,6 +16,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.checkpoint import CheckpointError
+from ellm.conf import resumes
 from ellm.config import redacted
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
 from ellm.craftax.options import MAX_SEEDS, CraftaxSpec, parse_spec
@@ -55,7 +56,10 @@ class CraftaxRun:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.spec: CraftaxSpec = parse_spec(cfg)
         self.env = make(self.spec.env_id, self.spec.length)
-        self.resumed = resumed = (self.run_dir / SNAPSHOT).exists()
+        self.resumed = resumed = resumes(cfg.get("snapshot_path"), cfg.get("finetune_snapshot"))
+        if resumed and not (self.run_dir / SNAPSHOT).exists():
+            raise CheckpointError(f"snapshot_path={cfg.snapshot_path}: no {SNAPSHOT} in "
+                                  f"{self.run_dir} to resume (a Craftax run dir holds one)")
         self.pretrained = self._pretrained(resumed)
         if self.pretrained and self.pretrained["goal_input"]:
             self.spec = replace(self.spec, loop=replace(self.spec.loop, goal_input=True))
