@@ -64,6 +64,10 @@ def test_sample_holds_tables_stone_furnaces_and_nights(tmp_path):
     again, _ = sample_crafter_states(game, cfg, 10, seed=1, paper_setting=True)
     first, _ = sample_crafter_states(game, cfg, 10, seed=1, paper_setting=True)
     assert [s.state for s in again] == [s.state for s in first]
+    # A config over Crafter's own 17 actions samples the same states (its plays go by name).
+    own, _ = prepare(["env_spec.action_space_type=crafter"], tmp_path)[:2]
+    crafter, _ = sample_crafter_states(game, own, 10, seed=1, paper_setting=True)
+    assert [s.state for s in crafter] == [s.state for s in first]
 
 
 def hand_states() -> list[CrafterSample]:

@@ -75,6 +75,9 @@ def sample_crafter_states(game: Game, cfg: DictConfig, n: int, seed: int,
     inventory, sleepiness: what a prompt shows), in a fixed order for ``seed``, and how many
     episodes and distinct states each kind of play gave."""
     rng = np.random.default_rng(seed)
+    # Both plays choose actions by name, which Crafter's own 17 actions lack ("do", not "chop
+    # tree"); the states they reach are the same game's.
+    cfg = OmegaConf.merge(cfg, {"env_spec": {"action_space_type": "harder"}})
     drawn: list[CrafterSample] = []
     taken: set[str] = set()
     info: dict[str, int] = {}
