@@ -1,20 +1,6 @@
 """Code as policy: a language model rewrites a policy function from language feedback after each
-rollout (Trace's OptoPrime optimiser, package ``trace-opt``).
-
-The policy is Python source held by a trainable Trace node. Each iteration, a traced operation
-plays one rollout with that code in a :class:`~llm_in_the_loop.sandbox.Sandbox` (time limit, no
-files, no network) and returns a short summary; the feedback describes the rollout (return, success,
-a few steps with what the environment or the expert said) and, when the code failed, the error
-("your code raised ..."). OptoPrime reads the code, the summary and the feedback, asks the model
-through :class:`~llm_in_the_loop.opto_llm.ClientLLM` (the project's LM client), and replaces the
-code with the model's suggestion. An answer with no usable suggestion keeps the code (counted).
-
-Targets (:class:`CodeTarget`): :class:`MetaWorldTarget` (pick-place, expert feedback),
-:class:`LLFMetaWorldTarget` (``llf-metaworld-pick-place-v2``, the Trace notebook's env) and
-:class:`CrafterTarget` (``llf-crafter-v0`` with its own feedback). With one OptoPrime step per
-env step (``optimize_every=step``, as the notebook does), the traced operation plays one step
-and the feedback is :func:`step_feedback`.
-"""
+rollout (Trace's OptoPrime optimiser, package ``trace-opt``): the feedback and the targets are
+in docs/optimizers.md, "Code as policy"."""
 
 from __future__ import annotations
 
@@ -70,8 +56,7 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class Move:
-    """One step of a target: the step played (None when the action was refused: ``error``),
-    its reward, the next observation, and whether the episode is over and the task done."""
+    """One step of a target; ``record`` is None when the action was refused (``error``)."""
 
     record: StepRecord | None
     obs: Any = None
@@ -91,7 +76,6 @@ class EpisodeRecord:
     error: str | None = None
 
     def summary(self) -> str:
-        """One line: the traced operation's output."""
         done = "task done" if self.success else "task not done"
         text = f"return {self.ret:.2f} in {len(self.steps)} steps, {done}"
         return text + (f"; the code failed: {self.error}" if self.error else "")
@@ -103,8 +87,7 @@ def _short(value: Any) -> str:
 
 
 def feedback_text(rollout: EpisodeRecord, shown: int) -> str:
-    """The feedback OptoPrime gets: the outcome, the error if any (with the step it happened
-    at) and ``shown`` steps spread over the rollout (the first and the last included)."""
+    """The feedback OptoPrime gets: the outcome, the error and ``shown`` steps of the rollout."""
     n = len(rollout.steps)
     outcome = "done" if rollout.success else "not done"
     ended = f"The episode ended after {n} steps with return {rollout.ret:.2f}; the task was "
@@ -135,15 +118,14 @@ def step_feedback(obs: Any, move: Move) -> str:
 
 
 class CodeTarget(Protocol):
-    """An environment whose policy is code: what the code is called and starts as, how a
-    step goes, and the scripted and random references."""
+    """An environment whose policy is code, with scripted and random references."""
 
     game: str
     game_label: str
     entry: str           # the function the code defines
     initial_code: str
-    objective: str       # the task in words, for OptoPrime's instruction
-    length: int          # the most steps of an episode
+    objective: str       # for OptoPrime's instruction
+    length: int
 
     def reset(self, seed: int) -> Any:
         """A new episode; the observation the code reads."""
@@ -188,7 +170,7 @@ class SteppedTarget:
 
 
 class MetaWorldTarget(SteppedTarget):
-    """Meta-World pick-place with expert feedback (:mod:`llm_in_the_loop.metaworld_feedback`)."""
+    """Meta-World pick-place with expert feedback."""
 
     game, game_label, entry = "metaworld", "Meta-World", "controller"
     initial_code = METAWORLD_CODE
@@ -229,15 +211,12 @@ class MetaWorldTarget(SteppedTarget):
 
 
 def _pick_place_objective(horizon: int, feedback: str) -> str:
-    """The pick-and-place task in words, with what its feedback reports."""
     return ("Change the code of controller so that the robot arm grasps the puck and places it "
             f"at the goal position within {horizon} actions. The feedback reports {feedback}")
 
 
 class LLFMetaWorldTarget(SteppedTarget):
-    """``llf-metaworld-pick-place-v2`` (:mod:`llm_in_the_loop.metaworld_llf`), the notebook's
-    env; ``controller`` reads its observation decoded from JSON and the feedback comes from
-    the env."""
+    """``llf-metaworld-pick-place-v2``, the notebook's env, its observation decoded from JSON."""
 
     game, game_label, entry = "metaworld", "Meta-World", "controller"
     initial_code = METAWORLD_CODE
@@ -317,7 +296,7 @@ class CrafterTarget(SteppedTarget):
                     float(reward), done, done and bool(info["success"]))
 
     def expert(self) -> Policy | None:
-        return None  # python -m llm_in_the_loop.llf_run policy=scripted plays the feedback-following reference
+        return None  # llf_run's policy=scripted is the feedback-following reference
 
     def random(self, rng: np.random.Generator) -> Policy:
         actions = self.env.unwrapped.actions

@@ -1,25 +1,5 @@
 """A code-as-policy run (``python -m llm_in_the_loop.code_policy_run [key=value ...]``, config
-``conf/code_policy.yaml``, every key documented there): each iteration plays one
-rollout of the current policy code and, with ``optimizer=llm``, takes one OptoPrime step from its
-feedback, or one after each env step with ``optimize_every=step``
-(:mod:`llm_in_the_loop.code_policy`, :mod:`llm_in_the_loop.opto_llm`).
-``optimizer=random`` plays random actions and ``optimizer=expert`` Meta-World's scripted expert,
-as references, without a model or code. The current policy is evaluated every ``eval_every``
-iterations and at the end.
-
-The run directory holds ``config.json`` (``method`` ``code-policy-llm`` / ``-random`` /
-``-expert``, ``method_label``, ``game``, ``uses_lm``, ``num_train_episodes``);
-``iteration.csv``, one row per rollout: ``iteration``, ``episodes``, ``return``, ``success``,
-``steps``, ``code_error`` (times the code failed or timed out: per rollout, the rollout stopped
-there; per step, that OptoPrime step played no env step), ``optimizer_steps`` (OptoPrime
-steps of the iteration) and ``updated`` / ``kept`` / ``unparsable`` / ``no_answer`` (how many
-of them ended so),
-``code_chars`` and the step's LM use (``lm_api_calls``, ``lm_prompt_tokens``,
-``lm_completion_tokens``, ``lm_latency_s``, ...); ``eval.csv`` (``episodes``, ``return``,
-``return_std``, ``success_rate``, ``episode_length``, ``code_errors``); ``lm.csv`` (the client's
-cumulative counters); ``codes.jsonl`` (per OptoPrime step: the iteration, the step's number,
-the code played, the summary, the feedback, the step's status and the model's answer); ``policy.py`` (the final code).
-"""
+``conf/code_policy.yaml``); the loop and the run directory are in docs/optimizers.md."""
 
 from __future__ import annotations
 
@@ -70,7 +50,6 @@ STATUSES = ("updated", "kept", "unparsable", "no_answer")
 
 @dataclass(frozen=True)
 class CodeOptions:
-    """Top-level keys of ``code_policy.yaml`` (documented there)."""
 
     optimizer: str = one_of("llm", "random", "expert")
     optimize_every: str = one_of("rollout", "step")
@@ -88,7 +67,6 @@ class CodeOptions:
 
 @dataclass(frozen=True)
 class CodeEnvOptions:
-    """``env_spec`` keys of ``code_policy.yaml``."""
 
     name: str = one_of(*ENVS)
     horizon: int = integer(1)
@@ -183,7 +161,6 @@ class CodePolicyRun:
                 "uses_lm": self.client is not None, "ellm_version": ellm.__version__,
                 **config, "num_train_episodes": self.opts.iterations}
 
-    # ---- playing ----------------------------------------------------------------------------
     def _seed(self, eval_episode: int | None = None) -> int:
         base = self.opts.seed * SEED_STRIDE
         return base + (self.episodes if eval_episode is None else EVAL_OFFSET + eval_episode)
@@ -209,7 +186,6 @@ class CodePolicyRun:
         self.last = self._play(code, self._seed())
         return self.last.summary()
 
-    # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
         o = self.opts
         with (self.run_dir / "codes.jsonl").open("a") as codes:
@@ -227,8 +203,7 @@ class CodePolicyRun:
         return metrics
 
     def _step_code(self, code: str) -> str:
-        """optimize_every=step: the traced operation's body: ``code`` answers the current
-        observation and the env plays the answer; what that did."""
+        """optimize_every=step: the traced operation's body, one env step of ``code``."""
         policy, error = self._policy(code)
         action, error = (None, error) if error is not None else policy(self.obs)
         self.move = (Move(None, error=error) if error is not None
@@ -249,9 +224,8 @@ class CodePolicyRun:
         return step.status
 
     def _step_episode(self, i: int, codes: Any, statuses: Counter[str]) -> tuple[EpisodeRecord, int]:
-        """optimize_every=step: one episode with an OptoPrime step after each env step and
-        after each failure of the code (which plays no step), at most twice the episode's
-        length of them, as the notebook bounds it; the rollout and the code's failures."""
+        """optimize_every=step: one episode with an OptoPrime step after each env step or
+        failure, at most twice the episode's length of them, as the notebook bounds it."""
         out, failures = EpisodeRecord(), 0
         self.obs = self.target.reset(self._seed())
         for _ in range(2 * self.target.length):

@@ -1,22 +1,5 @@
 """Policies for the language-feedback environments (``llf-crafter-v0``, ``llf-housekeep-v0``):
-the LLM as the policy, and two references.
-
-- :class:`LLMPolicy`: each step, the instruction, the last ``history`` turns (observation,
-  action, feedback) and the current observation go to a language model through the project's
-  LM client (:func:`ellm.lm.build_client`: same cache, budget, retries, metrics, ``base_url``);
-  the answer's action is played. With constraints on (``env_spec.lm_spec.constrained``,
-  docs/lm.md) the request asks for exactly one of the episode's valid actions. An answer naming
-  no valid action is counted (``parse_errors``) and replaced by the no-op, as is a missing
-  answer (API error, spent budget; counted by the client).
-- :class:`ScriptedPolicy`: plays the action that the ``fp`` feedback advises (its last quoted
-  valid action): what perfect feedback-following scores. Where the feedback advises nothing
-  (the first step), it asks Crafter's oracle (:mod:`ellm.games.crafter.oracle`) for a goal.
-- :class:`RandomPolicy`: a valid action uniformly at random.
-
-Every policy has ``reset(obs, actions)`` (at an episode's start, with the environment's valid
-action strings, which a Housekeep episode names after its receptacles), ``act(obs) -> str`` and
-``metrics() -> dict[str, float]``.
-"""
+the LLM as the policy, and two references (docs/llf.md, "The policies")."""
 
 from __future__ import annotations
 
@@ -50,9 +33,7 @@ class Turn:
 
 
 def parse_action(answer: str, actions: Sequence[str]) -> str | None:
-    """The action an answer names: its first non-empty line without a bullet, number or
-    "Action:" label, if that is an action; else the valid action that occurs first in that
-    line (the longest at one place); None when there is none."""
+    """The action an answer's first line names, or None (docs/llf.md, "The policies")."""
     line = next((ln for ln in answer.splitlines() if ln.strip()), "")
     line = normalise_action(_PREFIX.sub("", line))
     if line in actions:
@@ -63,7 +44,7 @@ def parse_action(answer: str, actions: Sequence[str]) -> str | None:
 
 
 class LLMPolicy:
-    """The language model as the policy (module docstring)."""
+    """The language model as the policy."""
 
     def __init__(self, client: LMClient, history: int = 4) -> None:
         if history < 0:
@@ -110,7 +91,6 @@ class LLMPolicy:
         return "\n".join(lines)
 
     def prompt(self, observation: str) -> str | list[dict[str, str]]:
-        """Completions: the text ending in "Action:"; chat: a system line and that text."""
         text = self.prompt_text(observation)
         if self.client.spec.endpoint == "chat":
             return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
@@ -135,8 +115,7 @@ def _crafter_state(observation: str) -> TextState:
 
 
 class ScriptedPolicy:
-    """Follows the ``fp`` feedback (module docstring); ``fallback`` answers when the feedback
-    advises nothing (default: SimpleOracle's first goal that is an action, else the no-op)."""
+    """Follows the ``fp`` feedback: what perfect feedback-following scores."""
 
     def __init__(self, fallback: Callable[[str], str | None] | None = None) -> None:
         # Crafter's oracle is its game plug-in's, which loads the method's games: only here.
@@ -168,7 +147,6 @@ class ScriptedPolicy:
 
 
 class RandomPolicy:
-    """A valid action uniformly at random (the no-op included)."""
 
     def __init__(self, seed: int) -> None:
         self.actions: tuple[str, ...] = ()

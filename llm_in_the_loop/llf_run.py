@@ -1,24 +1,6 @@
 """A language-feedback run (``python -m llm_in_the_loop.llf_run [key=value ...]``, config
-``conf/llf.yaml``, every key documented there): a policy of
-:mod:`llm_in_the_loop.llf` plays ``num_episodes`` episodes of ``llf-crafter-v0`` or
-``llf-housekeep-v0`` and the run directory reads like a training run's, so ``python -m
-ellm_tools.report`` shows it beside the DQN methods.
-
-The policy is never trained: its episodes are one evaluation, logged at frame 0 (the frames
-trained). The run directory holds:
-
-- ``config.json``: the resolved config, ``method`` (``llm-policy``, ``scripted-policy``,
-  ``random-policy``), ``game`` (``crafter``, ``housekeep``), ``num_train_frames`` 0 and, for
-  the LLM, the model the server answered with (``env_spec.lm_spec.lm``);
-- ``eval/stats.jsonl``: one line per episode in the game's format (Crafter's achievements,
-  Housekeep's success metrics) plus ``success``, at ``frame`` 0;
-- ``eval.csv``: the evaluation's means (Crafter: achievements per episode as
-  ``episode_reward``, ``score``, success rates under ``achievements/``; Housekeep: the game
-  reward and ``housekeep/<metric>``), ``success_rate`` and ``episode_length``;
-- ``llf.csv``: one row per episode at the environment steps played so far: return, success,
-  length, invalid actions, LM calls, tokens, latency and fallbacks of that episode;
-- ``lm.csv`` (LLM policy): the client's cumulative counters (docs/lm.md), after each episode.
-"""
+``conf/llf.yaml``): its run directory reads like a training run's, so the report shows it beside
+the DQN methods (docs/llf.md, "The run command")."""
 
 from __future__ import annotations
 
@@ -62,7 +44,6 @@ _LM_PER_EPISODE = ("api_calls", "cache_hits", "prompt_tokens", "completion_token
 
 @dataclass(frozen=True)
 class LLFOptions:
-    """Top-level keys of ``llf.yaml`` (documented there)."""
 
     policy: str = one_of(*METHODS)
     num_episodes: int = integer(1)
@@ -73,7 +54,6 @@ class LLFOptions:
 
 @dataclass(frozen=True)
 class LLFEnvOptions:
-    """``env_spec`` keys of ``llf.yaml``."""
 
     name: str = one_of(*GAMES)
     instruction_type: str = one_of(*INSTRUCTION_TYPES)
@@ -146,7 +126,6 @@ class LLFRun:
         self.pace = EverySeconds(self.opts.progress_every_s)
 
     def record(self) -> dict[str, Any]:
-        """What this run is: the config without secrets, its method and game."""
         config = run_config(self.cfg, self.client)
         return {"method": METHODS[self.opts.policy], "game": self.game.name,
                 "ellm_version": ellm.__version__, **config, "num_train_frames": 0}

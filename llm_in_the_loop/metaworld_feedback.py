@@ -1,17 +1,5 @@
 """Meta-World pick-place as a language-feedback task: actions are where the hand should go, and
-feedback compares them with Meta-World's scripted expert (``SawyerPickPlaceV3Policy``).
-
-As in LLF-Bench's Meta-World environments, one action is a target ``[x, y, z, g]``: a
-proportional controller (the expert's own, gain 10) moves the hand toward ``(x, y, z)`` for
-``substeps`` simulator steps with gripper effort ``g`` (-1 open .. 1 closed). With 10 substeps
-the expert places the puck in about 7 actions. The observation is a dict of plain lists:
-``hand_pos``, ``gripper_distance_apart``, ``puck_pos``, ``puck_rot``, ``goal_pos``. The reward
-of an action is Meta-World's mean reward over its substeps (0-10); success is Meta-World's (the
-puck within 7 cm of the goal), and ends the episode.
-
-Feedback after each action (our wording): the reward; whether the hand came closer to where the
-expert would have sent it; what the expert would do now (``expert_action``).
-"""
+feedback compares them with Meta-World's scripted expert (docs/optimizers.md, "Targets")."""
 
 from __future__ import annotations
 
@@ -43,7 +31,7 @@ def _plain(obs: np.ndarray) -> dict[str, Any]:
 
 
 class PickPlace:
-    """Meta-World pick-place with target actions and expert feedback (module docstring)."""
+    """Meta-World pick-place with target actions and expert feedback."""
 
     def __init__(self, substeps: int = 10, seed: int = 0, tolerance: float = 0.0,
                  max_sim_steps: int = MAX_SIM_STEPS, stop_on_success: bool = True,
@@ -70,7 +58,6 @@ class PickPlace:
         self._obs: np.ndarray | None = None
 
     def reset(self, seed: int | None) -> dict[str, Any]:
-        """A new episode (the puck and goal positions follow ``seed``)."""
         if seed is not None:
             # Meta-World draws the task (the goal) before reset(seed) reseeds it: seed the
             # draw too, or a seed's goal depends on the episodes before.
@@ -81,8 +68,7 @@ class PickPlace:
         return _plain(self._obs)
 
     def _check_rendering(self) -> None:
-        """Render one frame now, so that a machine without an OpenGL backend for MuJoCo is
-        refused when the env is made, not at the first frame of a recording."""
+        """Render one frame now, so a machine without OpenGL for MuJoCo is refused up front."""
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -97,7 +83,6 @@ class PickPlace:
                 ) from err
 
     def render(self) -> np.ndarray:
-        """The simulator's frame now (``render_mode="rgb_array"``)."""
         return self.env.render()
 
     @property
@@ -106,14 +91,11 @@ class PickPlace:
         return _plain(self._obs)
 
     def expert_action(self) -> list[float]:
-        """What the scripted expert would do now: its target position and gripper effort."""
         parts = self.expert._parse_obs(self._obs)
         target = self.expert._desired_pos(parts)
         return [round(float(v), 3) for v in target] + [float(self.expert._grab_effort(parts))]
 
     def step(self, action: list[float]) -> Transition:
-        """Move toward ``action`` for ``substeps`` simulator steps (fewer once within
-        ``tolerance``, or on success with ``stop_on_success``)."""
         assert self._obs is not None, "reset first"
         expert = np.asarray(self.expert_action()[:3])
         before = float(np.linalg.norm(self._obs[:3] - expert))

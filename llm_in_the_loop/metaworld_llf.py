@@ -1,28 +1,6 @@
 """``llf-metaworld-pick-place-v2``: Meta-World pick-place in the language-feedback contract, with
-LLF-Bench's Meta-World semantics (the id of the Trace code-as-policy notebook).
-
-- ``gymnasium.make("llf-metaworld-pick-place-v2", instruction_type="b", feedback_type="a",
-  visual=False)`` (``import llm_in_the_loop`` registers it); ``INSTRUCTION_TYPES`` is ``("b",)``
-  and ``FEEDBACK_TYPES`` ``("r", "hp", "hn", "fp")``, as LLF-Bench's Meta-World envs list them;
-  ``a``, ``m`` and ``n`` are accepted on top, and ``set_instruction_type`` /
-  ``set_feedback_type`` change them.
-- ``reset(seed=)`` returns ``{"observation", "instruction", "feedback": None}``; the
-  observation is a JSON object in text (``hand_pos``, ``gripper_distance_apart``,
-  ``puck_pos``, ``puck_rot``, ``goal_pos``; numbers in lists, where LLF-Bench prints numpy
-  arrays inside strings). ``step`` returns the feedback as a str (``''``: nothing to say) and
-  ``info["success"]`` (the puck within 7 cm of the goal).
-- An action is 4 numbers ``[x, y, z, g]``: where the hand should go (absolute coordinates) and
-  the gripper effort (0 open .. 1 closed). Meta-World's proportional controller moves the hand
-  there for up to 20 simulator steps, fewer once within 0.1 mm; the reward is the last
-  simulator step's (0-10). Anything else holds the hand where it is (the gripper as it was)
-  and says so at the head of the feedback, never an exception.
-- Episodes are truncated after ``length`` actions (30); success does not terminate them.
-- Feedback: ``r`` the reward; ``hp`` the hand came closer to where the scripted expert
-  (``SawyerPickPlaceV3Policy``) now sends it; ``hn`` it went further away; the one that
-  speaks adds the gripper advice when the effort disagrees with the expert's (LLF-Bench adds
-  it to both); ``fp`` the expert's next action.
-  ``expert_action`` on the unwrapped env is that action, as in LLF-Bench.
-"""
+LLF-Bench's Meta-World semantics (the id of the Trace code-as-policy notebook); its actions,
+feedback and differences from LLF-Bench are in docs/optimizers.md, "Targets"."""
 
 from __future__ import annotations
 
@@ -60,7 +38,7 @@ INSTRUCTION: Final = (
 
 
 class PickPlaceLLFEnv(gym.Env):
-    """Meta-World pick-place with language feedback (module docstring)."""
+    """Meta-World pick-place with language feedback."""
 
     metadata: ClassVar[dict[str, Any]] = dict(render.METADATA)  # a copy: gymnasium may edit it
     INSTRUCTION_TYPES: ClassVar[tuple[str, ...]] = INSTRUCTION_TYPES
@@ -103,7 +81,6 @@ class PickPlaceLLFEnv(gym.Env):
 
     @property
     def expert_action(self) -> np.ndarray:
-        """The scripted expert's next action: its target position and gripper effort."""
         return np.asarray(self.sim.expert_action())
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -163,7 +140,6 @@ class PickPlaceLLFEnv(gym.Env):
 
 
 def four_numbers(action: Any) -> list[float] | None:
-    """``action`` as 4 finite floats within ``MAX_ACTION_VALUE``, or None."""
     try:
         values = [float(v) for v in action]
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
@@ -178,6 +154,5 @@ def _shown(action: Any) -> str:
 
 
 def make(**kwargs: Any) -> gym.Env:
-    """The gymnasium entry point: inside LLF-Bench's wrapper class where LLF-Bench is
-    installed, as the text games are (:func:`text_game.registration.as_registered`)."""
+    """The gymnasium entry point, in LLF-Bench's wrapper class where it is installed."""
     return as_registered(PickPlaceLLFEnv(**kwargs))

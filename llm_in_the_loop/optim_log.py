@@ -1,10 +1,5 @@
-"""What the two LLM-optimiser runs (policy search, code as policy) write alike.
-
-Each iteration is one row of ``iteration.csv`` (``iteration/<key>`` through
-:class:`ellm.logger.Logger`) with ``episodes``, the training episodes played so far, and
-``return``: the report plots return against episodes from these two columns for any run that
-has them. :class:`LMUsage` turns the client's cumulative counters into one iteration's share.
-"""
+"""What the two LLM-optimiser runs (policy search, code as policy) write alike: the report plots
+``return`` against ``episodes`` of ``iteration.csv`` for any run that has them."""
 
 from __future__ import annotations
 
@@ -32,8 +27,7 @@ class LMUsage:
         return {**{k: m[k] for k in _COUNTED}, "seconds": m["latency_s"] * m["api_calls"]}
 
     def step(self) -> dict[str, float]:
-        """``lm_<counter>`` increments since the last call, and ``lm_latency_s``: the mean
-        seconds per API call of this iteration (0 without calls)."""
+        """``lm_<counter>`` increments since the last call; ``lm_latency_s`` per API call."""
         if self.client is None:
             return {}
         now = self._now()

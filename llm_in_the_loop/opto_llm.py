@@ -1,18 +1,5 @@
-"""Trace's OptoPrime on the project's LM client.
-
-:class:`ClientLLM` implements opto's LLM backend interface (``opto.utils.llm.AbstractModel``:
-``llm(messages=..., **kwargs)`` returning an object whose ``choices[0].message.content`` is the
-answer) with :class:`lmclient.client.LMClient`, so OptoPrime's requests are cached, budgeted,
-retried and counted like every other LM query of the project, and go to whatever endpoint the
-client is configured for (OpenAI, vLLM, the local server). opto's own backends (LiteLLM, AutoGen) are
-never used. The client's ``max_tokens`` and ``temperature`` apply; OptoPrime's ``max_tokens``
-and ``response_format`` arguments are ignored: with constraints on (``env_spec.lm_spec.
-constrained``, docs/lm.md) the request carries the schema of the very object OptoPrime parses
-(reasoning, answer, a suggestion holding the code) instead of its bare ``json_object``.
-
-:class:`CodeOptimizer` holds the policy code as a trainable Trace node and runs one OptoPrime
-step per rollout or per env step (:mod:`llm_in_the_loop.code_policy`).
-"""
+"""Trace's OptoPrime on the project's LM client, so its requests are cached, budgeted, retried
+and counted like every other LM query (docs/optimizers.md, "Code as policy")."""
 
 from __future__ import annotations
 
@@ -37,9 +24,7 @@ with contextlib.redirect_stdout(io.StringIO()):  # opto prints its default backe
     from opto.utils.llm import AbstractModel
 
 log = logging.getLogger(__name__)
-# What became of an OptoPrime step: the code was replaced; the answer suggested code that
-# could not be used (not valid Python, or the same code); the answer held no suggestion
-# (counted as a parse error of the client); there was no answer (API error, spent budget).
+# What became of an OptoPrime step (docs/optimizers.md).
 UPDATED, KEPT, UNPARSABLE, NO_ANSWER = "updated", "kept", "unparsable", "no_answer"
 STEP_STATUSES: Final = (UPDATED, KEPT, UNPARSABLE, NO_ANSWER)
 UNIT_DOCS: Final = {
@@ -51,8 +36,7 @@ UNIT_DOCS: Final = {
 
 
 class ClientLLM(AbstractModel):
-    """opto's LLM interface on an :class:`LMClient` (module docstring). ``last_answer``: the
-    text of the latest answer, None when there was none."""
+    """opto's LLM interface on an :class:`LMClient`; opto's own backends are never used."""
 
     def __init__(self, client: LMClient, variables: tuple[str, ...] = (),
                  prefix: str = "") -> None:
@@ -78,11 +62,8 @@ class StepResult:
 
 
 class CodeOptimizer:
-    """Policy code as a trainable Trace node, optimised by OptoPrime (module docstring).
-
-    ``play(code) -> str`` runs a rollout (``unit="rollout"``) or one env step (``"step"``) with
-    the code and returns its summary; it becomes the traced operation ``rollout(code)`` or
-    ``step(code)`` whose output the feedback is about."""
+    """Policy code as a trainable Trace node, optimised by OptoPrime; ``play`` becomes the traced
+    operation ``rollout(code)`` or ``step(code)`` whose output the feedback is about."""
 
     def __init__(self, client: LMClient, initial_code: str, entry: str, objective: str,
                  play: Callable[[str], str], memory_size: int = 0,
@@ -108,7 +89,6 @@ class CodeOptimizer:
         return str(self.code.data)
 
     def play(self) -> Any:
-        """Play the current code (traced); the output node to give feedback on."""
         return self._play(self.code)
 
     def step(self, output: Any, feedback: str) -> StepResult:

@@ -1,8 +1,4 @@
-"""What a policy search searches and what it has tried: :class:`ParameterSpace`, the parameter
-names and their common range, random settings (the warm-up may draw from a range of its own);
-:class:`ParameterBuffer`, (setting, return) pairs and which of them a prompt shows. Both prompt
-styles (:mod:`llm_in_the_loop.policy_search`, :mod:`llm_in_the_loop.policy_search_props`) read
-them."""
+"""What a policy search searches and what it has tried, read by both prompt styles."""
 
 from __future__ import annotations
 
@@ -57,9 +53,7 @@ class ParameterSpace:
         return self.round(array), outside
 
     def settle(self, values: Sequence[float], clip: bool) -> tuple[np.ndarray | None, str]:
-        """The setting played for proposed ``values`` and its status: ``ok``, ``clipped``, or
-        with ``clip`` off ``out_of_range`` (played as given); None and ``unparsable`` when a
-        value, once rounded, is not finite or passes ``MAX_MAGNITUDE`` in size."""
+        """The setting played for proposed ``values`` and its status (docs/optimizers.md)."""
         params, outside = self.clip(values)
         if outside and not clip:
             params = self.round(values, clip=False)
@@ -107,9 +101,7 @@ class ParameterBuffer:
         return max(self.entries, key=lambda e: (e.ret, -e.order), default=None)
 
     def shown(self, limit: int) -> list[Entry]:
-        """The entries a prompt shows, at most ``limit``: all of them while they fit, else the
-        ``ceil(limit / 2)`` best and the most recent ones; ordered by return, lowest first (on a
-        tie the older first), so the best setting is the last line the model reads."""
+        """The entries a prompt shows, lowest return first, so the model reads the best last."""
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         chosen = self.entries

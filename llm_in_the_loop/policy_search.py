@@ -1,21 +1,6 @@
-"""Policy search with a language model as the optimiser (after ProPS, Zhou et al., 2025).
-
-A small policy has a few real parameters. A buffer holds every setting tried so far with the
-episode return it earned; the buffer is rendered into a prompt and the language model answers
-the next setting to try. Warm-up settings are drawn uniformly at random.
-
-- :class:`~llm_in_the_loop.parameters.ParameterSpace` and
-  :class:`~llm_in_the_loop.parameters.ParameterBuffer`: what is searched and what was tried
-  (:mod:`llm_in_the_loop.parameters`).
-- :func:`parse_proposal`: the setting an answer names, and what went wrong when it names none.
-- :class:`LLMProposer`: prompt (ours, or the ProPS tutorial's,
-  :mod:`llm_in_the_loop.policy_search_props`) -> :class:`lmclient.client.LMClient` -> parsed
-  setting; an answer that names no setting is shown back to the model with the form asked for,
-  up to ``reasks`` times; when none of them names one (or no answer came) a random setting is
-  played instead; a value out of range is clipped to it (or, as the ProPS tutorial does, played as
-  given); all of it counted. :class:`RandomProposer`:
-  the random-search reference.
-"""
+"""Policy search with a language model as the optimiser (after ProPS, Zhou et al., 2025): the
+model reads the settings tried so far with their returns and answers the next one; the prompt,
+parsing, re-asks and statuses are in docs/optimizers.md."""
 
 from __future__ import annotations
 
@@ -33,19 +18,14 @@ from llm_in_the_loop.policy_search_props import TutorialPrompt
 from lmclient.client import LMClient
 from lmclient.constraints import Setting
 
-# What became of a proposal (counted per run): the answer's setting as is; with values clipped
-# into range; with values out of range played as given (clip=False); a random setting because the answer named none / there was no answer (API error,
-# spent budget); a random setting by design (warm-up, random search).
+# What became of a proposal, counted per run (docs/optimizers.md).
 STATUSES: Final = ("ok", "clipped", "out_of_range", "unparsable", "no_answer", "warmup",
                     "random")
-# The statuses of a setting the model itself named (the others are random draws).
 PROPOSED_STATUSES: Final = ("ok", "clipped", "out_of_range")
 FALLBACK_STATUSES: Final = ("unparsable", "no_answer")
 SYSTEM: Final = ("You suggest the next parameter values for a black-box optimiser. Reply with "
                  "one line of parameter values and nothing else.")
-# The completions endpoint (base models) reads one worked example first, from another task: the
-# format, and a proposal that moves on from the best setting (with Gemma-3 270M it measured
-# better than none, docs/optimizers.md).
+# A base model reads one worked example first: it measured better than none (docs/optimizers.md).
 EXAMPLE: Final = (
     "An example, from another task: 2 parameters (a, b), each between -5 and 5.\n"
     "a=0.00, b=0.00 -> return 1.00\n"
@@ -53,15 +33,12 @@ EXAMPLE: Final = (
     "a=2.00, b=-1.00 -> return 4.50\n"
     "Setting: a=3.00, b=-1.50\n"
     "\n")
-# A re-ask: the unusable answer goes back to the model with the form it must take.
 REASK: Final = "That answer names no setting. Answer again, with one line of the form: {form}"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 
 @dataclass(frozen=True)
 class Proposal:
-    """A setting to try and how it came about (one of :data:`STATUSES`)."""
-
     params: tuple[float, ...]
     status: str
     answer: str | None = None  # the model's (last) answer, when there was one
@@ -74,13 +51,8 @@ class Proposal:
 
 def parse_proposal(answer: str, space: ParameterSpace, aliases: Sequence[str] = ()
                    ) -> tuple[list[float] | None, str]:
-    """The values an answer proposes, read leniently, and the status ``ok`` or ``unparsable``.
-
-    ``name=value`` / ``name: value`` pairs for every parameter win (anywhere in the answer, the
-    first of each), the names being the space's, else ``aliases`` (the tutorial's letters),
-    else ``params[i]`` (ProPS's); else the first line holding exactly as many numbers as there
-    are parameters (``[1.5, -0.25]``). Values are returned as written, not yet clipped; a value
-    that is not finite or passes ``MAX_MAGNITUDE`` in size makes the answer unparsable."""
+    """The values an answer proposes, read leniently (docs/optimizers.md, "Parsing"), not yet
+    clipped, and the status ``ok`` or ``unparsable``."""
     labels = [[rf"(?<![\w.]){re.escape(n)}" for n in names]
               for names in (space.names, aliases) if names]
     labels.append([rf"(?<![\w.])params\[\s*{i}\s*\]" for i in range(space.size)])
@@ -112,8 +84,7 @@ class RandomProposer:
         self.counts: Counter[str] = Counter()
 
     def draw(self, status: str) -> Proposal:
-        """A random setting, counted under ``status`` (``warmup``, ``random``, a fallback);
-        the warm-up draws from its own range."""
+        """A random setting, counted under ``status``; the warm-up draws from its own range."""
         self.counts[status] += 1
         space = self.warmup if status == "warmup" else self.space
         return Proposal(tuple(space.sample(self.rng)), status)
@@ -124,14 +95,7 @@ class RandomProposer:
 
 
 class LLMProposer(RandomProposer):
-    """The language model proposes each setting from the rendered buffer (module docstring).
-
-    ``task``: the policy and its environment in words; ``step``: the step size the prompt
-    suggests for moves around the best settings; ``prompt_entries``: at most this many buffer
-    entries in a prompt; ``iterations``: the run's number of proposals (the prompt says which
-    one this is); ``tutorial``: ask with the ProPS tutorial's prompt instead of ours;
-    ``reasks``: how many times an answer that names no setting is asked again; ``clip``: clip
-    a value out of range into it (else play it as given, status ``out_of_range``)."""
+    """The language model proposes each setting from the rendered buffer."""
 
     def __init__(self, client: LMClient, space: ParameterSpace, rng: np.random.Generator, *,
                  task: str, step: float, prompt_entries: int, iterations: int,
@@ -170,8 +134,6 @@ class LLMProposer(RandomProposer):
         ])
 
     def prompt(self, buffer: ParameterBuffer, iteration: int) -> str | list[dict[str, str]]:
-        """Ours: completions get the worked example, then the text ending in "Setting:"; chat
-        a system line and the text. The tutorial's: its text alone, as one user message."""
         chat = self.client.spec.endpoint == "chat"
         if self.tutorial is not None:
             text = self.tutorial.text(buffer, iteration)
@@ -183,8 +145,7 @@ class LLMProposer(RandomProposer):
 
     def reask(self, prompt: str | list[dict[str, str]], answer: str
               ) -> str | list[dict[str, str]]:
-        """``prompt`` followed by the unusable ``answer`` and the form it must take (a new
-        prompt, so a cached answer is not served again)."""
+        """``prompt``, the unusable ``answer`` and the form: a new prompt, so no cached answer."""
         names = self.aliases or self.space.names
         joiner = ": " if self.tutorial else "="
         note = REASK.format(form=", ".join(f"{n}{joiner}<number>" for n in names))
@@ -194,8 +155,6 @@ class LLMProposer(RandomProposer):
         return f"{prompt}{answer}\n{note}\n{'' if self.tutorial else 'Setting:'}"
 
     def propose(self, buffer: ParameterBuffer, iteration: int) -> Proposal:
-        """Ask, re-ask up to ``reasks`` times while the answer names no setting, then play
-        a random setting (status ``unparsable``)."""
         prompt = self.prompt(buffer, iteration)
         for asked in range(self.reasks + 1):
             answer = self.client.complete(prompt, self.constraint)

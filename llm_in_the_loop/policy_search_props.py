@@ -1,12 +1,5 @@
-"""The ProPS tutorial's prompt protocol for policy search (``prompt_style=tutorial``).
-
-The tutorial asks for the maximum of a function ``f(a,b)``: the parameters are letters, the
-history lists every setting tried in the order tried, one line each (``a: -4.27; b: 5.38;
-f(a,b): -275.78``), and the answer's first line names the next setting (``a: -4.3, b: 5.4``),
-its second line says why. :data:`TEMPLATE` is our wording of that protocol; a user may give any
-template instead (``prompt_template``, e.g. the tutorial's own text), written with the
-placeholders of :data:`PLACEHOLDERS` in ``{{ name }}`` form, as the tutorial's Jinja template is.
-"""
+"""The ProPS tutorial's prompt protocol for policy search (``prompt_style=tutorial``), in our
+words or a user's template (docs/optimizers.md)."""
 
 from __future__ import annotations
 
@@ -58,8 +51,7 @@ def check_template(text: str) -> str:
 
 @dataclass(frozen=True)
 class TutorialPrompt:
-    """The tutorial's prompt of a run: ``entries`` most recent settings shown, in the order
-    tried (the tutorial's buffer keeps the last 1000); ``step``: its search step."""
+    """The tutorial's prompt of a run, its ``entries`` most recent settings in the order tried."""
 
     space: ParameterSpace
     step: float

@@ -1,33 +1,5 @@
 """A policy-search run (``python -m llm_in_the_loop.policy_search_run [key=value ...]``, config
-``conf/policy_search.yaml``, every key documented there): warm-up with random
-settings, then ``iterations`` proposals of :mod:`llm_in_the_loop.policy_search` (by the language
-model, or at random for the reference), each played for ``episodes_per_iteration`` episodes;
-the best setting so far is evaluated every ``eval_every`` proposals and at the end, and with
-``eval_each_proposal`` each proposal too, as the ProPS tutorial evaluates every iteration.
-
-The run directory holds:
-
-- ``config.json``: the resolved config (no secret), ``method`` (``policy-search-llm`` /
-  ``policy-search-random``), its ``method_label``, ``game``, ``uses_lm`` and
-  ``num_train_episodes`` (warm-up included);
-- ``iteration.csv``: one row per setting tried (warm-up included), at the environment steps
-  played so far: ``iteration`` (0 for warm-up), ``episodes`` (training episodes so far),
-  ``return`` (mean over its episodes), ``success``, ``steps``, ``warmup``, ``fallback`` (a random
-  setting replaced an answer that named none, or no answer came), ``clipped`` (or
-  ``out_of_range``, played as given), ``reasks`` (answers that named no setting and were asked
-  again), ``param_<name>``; with ``eval_each_proposal``, the proposal's evaluation on the
-  evaluation worlds: ``eval_return`` (mean over ``num_eval_episodes``), ``eval_return_std``,
-  ``eval_success_rate`` (empty on warm-up rows);
-  and the proposal's LM use: ``lm_api_calls``, ``lm_prompt_tokens``, ``lm_completion_tokens``,
-  ``lm_latency_s`` (seconds per call), ``lm_parse_errors``, ...;
-- ``eval.csv``: each evaluation of the best setting so far: ``episodes``, ``return`` (mean over
-  ``num_eval_episodes``), ``return_std``, ``success_rate``, ``episode_length``, ``param_<name>``;
-- ``proposals.jsonl``: each proposal's status, setting and the model's answer text;
-- ``lm.csv``: the client's cumulative counters (docs/lm.md), after each proposal;
-- ``best.json``: the best setting found and its return, the count of each proposal status and
-  of re-asks, and the best of the settings the model itself proposed (``ok``, ``clipped`` or
-  ``out_of_range``; warm-up and fallback settings are random).
-"""
+``conf/policy_search.yaml``); the loop and the run directory are in docs/optimizers.md."""
 
 from __future__ import annotations
 
@@ -72,8 +44,7 @@ ENVS = ("MountainCarContinuous-v0", "CartPole-v1", "llf-crafter-v0")
 DEFAULT_RANGE = {"MountainCarContinuous-v0": (-6.0, 6.0), "CartPole-v1": (-6.0, 6.0),
                  "llf-crafter-v0": (0.0, 10.0)}
 DEFAULT_TASK = "make wood pickaxe"
-# Seeds: training episode k plays world seed * SEED_STRIDE + k; evaluation episode j plays
-# seed * SEED_STRIDE + EVAL_OFFSET + j, the same worlds at every evaluation.
+# Evaluation plays the same worlds each time, apart from training's (docs/optimizers.md).
 SEED_STRIDE, EVAL_OFFSET = 1_000_000, 500_000
 
 
@@ -83,7 +54,6 @@ def _range(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Top-level keys of ``policy_search.yaml`` (documented there)."""
 
     optimizer: str = one_of("llm", "random")
     seed: int = integer(0)
@@ -109,7 +79,6 @@ class SearchOptions:
 
 @dataclass(frozen=True)
 class SearchEnvOptions:
-    """``env_spec`` keys of ``policy_search.yaml``."""
 
     name: str = one_of(*ENVS)
     max_episode_steps: int | None = valid("null or an integer >= 1",
@@ -215,7 +184,6 @@ class PolicySearchRun:
         return o.warmup_episodes + o.iterations * o.episodes_per_iteration
 
     def record(self) -> dict[str, Any]:
-        """What this run is: the config without secrets, its method, label and game."""
         config = run_config(self.cfg, self.client)
         if self.spec.name == "llf-crafter-v0":
             config["env_spec"]["single_task"] = self.task.task
@@ -227,7 +195,6 @@ class PolicySearchRun:
                 "ellm_version": ellm.__version__, **config,
                 "num_train_episodes": self.num_train_episodes}
 
-    # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict[str, float]:
         o = self.opts
         with (self.run_dir / "proposals.jsonl").open("a") as proposals:
@@ -279,8 +246,7 @@ class PolicySearchRun:
                **{f"param_{n}": v for n, v in zip(self.task.space.names, proposal.params)},
                **lm}
         if iteration and self.opts.eval_each_proposal:
-            # The tutorial's evaluation every iteration: the newest setting on the evaluation
-            # worlds, apart from the buffer (the tutorial's evaluation episodes are not recorded).
+            # As the tutorial: the newest setting evaluated, its episodes kept out of the buffer.
             evaluated = self._evaluation_episodes(proposal.params, f"proposal {iteration}")
             row.update(eval_return=float(np.mean([r.ret for r in evaluated])),
                        eval_return_std=float(np.std([r.ret for r in evaluated])),
@@ -304,7 +270,6 @@ class PolicySearchRun:
                  "none yet" if best is None else f"{best.ret:.2f}", duration(self.pace.elapsed()))
 
     def _evaluation_episodes(self, params: tuple[float, ...], what: str) -> list[EpisodeResult]:
-        """``params`` played on the ``num_eval_episodes`` evaluation worlds (the same each time)."""
         results = []
         for j in range(self.opts.num_eval_episodes):
             results.append(self.task.episode(params,

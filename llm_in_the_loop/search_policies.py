@@ -1,32 +1,5 @@
-"""The small parameterised policies that policy search (:mod:`llm_in_the_loop.policy_search`) tunes,
-one per environment, each with the episode return the search maximises.
-
-- ``MountainCarContinuous-v0``: a linear policy without bias, ``force = w0 * position +
-  w1 * velocity`` (the policy of the ProPS tutorial); gymnasium's return. The force goes to
-  ``env.step`` unclipped, as in the tutorial: gymnasium clips it to [-1, 1] for the motion but
-  charges the fuel, ``0.1 * force**2`` a step, on the force it is given. ``clip_action=True``
-  clips it first (fuel at most 0.1 a step), which raises the return of strong weights.
-- ``CartPole-v1``: a linear threshold, push right when ``w0 * x + w1 * x_dot + w2 * angle +
-  w3 * angle_dot + b > 0``; gymnasium's return (steps balanced, at most 500).
-- ``llf-crafter-v0`` with a single task (default ``make wood pickaxe``): the *forager*, a
-  policy that reads the text observation and has five parameters in [0, 10] (docs/optimizers.md):
-
-  ``tree``, ``water``, ``cow``
-      how strongly it walks toward the nearest tree / water / cow in view (each pulls with
-      ``weight / (1 + distance)``; 0 ignores that kind); facing one with a positive weight, it
-      chops / drinks (when not full) / attacks it.
-  ``wood``
-      the wood it gathers before it places a crafting table (rounded, at least the table's cost).
-  ``persistence``
-      with nothing pulling, it keeps its exploring heading with probability ``persistence / 10``,
-      else it turns to a random direction.
-
-  Crafting is fixed: with the wood in hand and no table within reach it places one; with a
-  table within reach and 1 wood it makes the pickaxe; with wood and a table in view it walks to
-  the table. Return: the task's achievements unlocked (``make wood pickaxe``: collect wood,
-  place table, make wood pickaxe: 0-3), plus the fraction of the episode left when the task is
-  done (finishing sooner scores higher).
-"""
+"""The small parameterised policies that policy search tunes, one per environment, each with
+the episode return the search maximises (docs/optimizers.md, "The policies")."""
 
 from __future__ import annotations
 
@@ -46,7 +19,6 @@ from text_crafter.tasks import task_chain
 
 ACHIEVEMENT_OF: Final = {action: name for name, action in CURRICULUM.items()}
 MOVES: Final = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
-# What the forager does when it faces a thing it is pulled to.
 INTERACT: Final = {"tree": "chop tree", "water": "drink water", "cow": "attack cow"}
 
 
@@ -58,11 +30,9 @@ class EpisodeResult:
 
 
 class SearchTask(Protocol):
-    """An environment and the parameterised policy tuned on it."""
-
     env_id: str
-    game: str                 # recorded in config.json (the report groups runs by it)
-    game_label: str           # the report's name of the game
+    game: str                 # the report groups runs by it
+    game_label: str
     space: ParameterSpace
     description: str          # the policy in words, for the prompt
 
@@ -73,7 +43,7 @@ class SearchTask(Protocol):
 
 
 class GymLinearTask:
-    """A linear policy on a gymnasium control task (module docstring)."""
+    """A linear policy on a gymnasium control task."""
 
     def __init__(self, env_id: str, low: float, high: float, decimals: int,
                  max_episode_steps: int | None = None, clip_action: bool = False) -> None:
@@ -124,11 +94,8 @@ class GymLinearTask:
         self.env.close()
 
 
-# ------------------------------------------------------------------------------- the forager
 @dataclass
 class CrafterView:
-    """What the forager reads from a ``llf-crafter-v0`` observation."""
-
     nearest: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind -> (dx, dy)
     facing: str | None = None
     inventory: dict[str, int] = field(default_factory=dict)
@@ -163,7 +130,7 @@ def read_view(observation: str) -> CrafterView:
 
 
 class Forager:
-    """The forager policy of one parameter setting (module docstring); ``act(observation)``."""
+    """The forager policy of one parameter setting."""
 
     def __init__(self, params: Sequence[float], rng: np.random.Generator, table_cost: int):
         tree, water, cow, wood, persistence = (float(p) for p in params)
@@ -213,7 +180,6 @@ class Forager:
 
     @staticmethod
     def _ways(dx: int, dy: int) -> list[str]:
-        """The moves that bring an offset closer, the longer axis first."""
         ways = []
         if dx:
             ways.append("left" if dx < 0 else "right")
@@ -223,7 +189,7 @@ class Forager:
 
 
 class CrafterForagerTask:
-    """The forager on ``llf-crafter-v0`` with one task (module docstring)."""
+    """The forager on ``llf-crafter-v0`` with one task."""
 
     env_id = text_crafter.LLF_ENV_ID
     game, game_label = "crafter", ""

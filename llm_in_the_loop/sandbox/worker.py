@@ -1,30 +1,6 @@
-"""The process that runs policy code written by a language model (started by
-:class:`llm_in_the_loop.sandbox.Sandbox`, inside the namespaces of
-:mod:`llm_in_the_loop.sandbox.bwrap` unless ``sandbox=none``; stdlib and numpy only, run with
-``python -I -S``).
-
-This process, the root, reads no request and holds no code: for each candidate (each load of
-new code) it forks a fresh supervisor that serves that candidate alone, and forks the next one
-when that supervisor exits on seeing the next load's first byte (a request starts with its
-op's letter, ``L``, ``C`` or ``P``). So a candidate's code runs only in processes forked from
-one that never held another candidate's code, requests or answers (numpy's ``empty`` hands out
-freed memory as it finds it).
-
-A supervisor never runs the code itself. Each load and each call runs in a child forked for it
-alone (ahead of time, while the run is busy elsewhere, so a call does not wait for a new process
-to be scheduled):
-
-- the child keeps only a pipe from which it reads its one request, then closes it, and a pipe
-  to the supervisor (its fd 1 and 2); the supervisor's pipes to the run are closed before the
-  request is read, so nothing the code does reaches the run;
-- in the sandbox, a seccomp filter (:mod:`llm_in_the_loop.sandbox.seccomp`) refuses threads,
-  processes, sockets and signals, so nothing outlives the child, which the supervisor kills
-  once its answer is in or at the time limit; each call runs the code from its top, never from
-  what an earlier call left;
-- the child writes its answer last, framed as ``payload + u32 length + MAGIC``. The supervisor
-  takes the first whole frame on the pipe: bytes the code writes itself (a forged JSON line)
-  are never a frame, so never an answer, and a frame forged on purpose can only answer its own
-  call, like a return value: each call has its own pipes and child, so no answer can shift.
+"""The process that runs policy code written by a language model (stdlib and numpy only, run
+with ``python -I -S``); why its root, supervisors and children are split as they are, and how
+an answer is framed, is in docs/optimizers.md, "The sandbox".
 
 Protocol with the run: requests ``<op letter><length>\\n<JSON>``, ``{"op": "load", "code",
 "entry"}`` and ``{"op": "call", "arg"}``; answers ``<length>\\n<JSON>``, ``{"value", "error",
@@ -86,10 +62,8 @@ def _libc_prctl() -> Prctl | None:
     return ctypes.CDLL(None, use_errno=True).prctl
 
 
-# ---- the child ------------------------------------------------------------------------------
 def _answer(request: dict[str, Any], loaded: Loaded | None) -> dict[str, Any]:
-    """The child's untrusted step: define the code (the request's for a load, else the one
-    loaded when the child was forked) and call it on the request's argument."""
+    """The child's untrusted step: define the code and call it on the request's argument."""
     if request["op"] == "probe":
         return _probe()
     if request["op"] == "load":
@@ -144,8 +118,7 @@ def _serve(loaded: Loaded | None, sandbox: Filter | None, prctl: Prctl | None) -
 
 
 def _child(loaded: Loaded | None, sandbox: Filter | None, prctl: Prctl | None) -> NoReturn:
-    """A forked child's life (its request on fd 0, its answer pipe on fd 1 and 2): serve,
-    write the answer's frame, exit, whatever happens."""
+    """A forked child's life: serve, write the answer's frame, exit, whatever happens."""
     try:
         try:
             payload = _serve(loaded, sandbox, prctl)
@@ -160,9 +133,8 @@ def _child(loaded: Loaded | None, sandbox: Filter | None, prctl: Prctl | None) -
         os._exit(0)
 
 
-# ---- the supervisor -------------------------------------------------------------------------
 def _frame(tail: bytes) -> dict[str, Any] | None:
-    """The child's answer if ``tail`` ends with a whole frame (module docstring), else None."""
+    """The child's answer if ``tail`` ends with a whole frame, else None."""
     if len(tail) < _TRAILER.size + len(MAGIC) or not tail.endswith(MAGIC):
         return None
     body = tail[:-len(MAGIC)]
@@ -194,8 +166,6 @@ def _ended(status: int) -> str:
 
 @dataclass(frozen=True)
 class Spare:
-    """A child forked ahead, waiting for its request."""
-
     pid: int
     requests: int  # the write end of its request pipe
     answers: int  # the read end of its answer pipe
@@ -248,8 +218,7 @@ class Supervisor:
         return Spare(pid, requests, answers, self.loaded)
 
     def run(self, body: bytes, call: bool = False) -> dict[str, Any]:
-        """The answer to ``body`` from the spare child (which must hold the loaded code for a
-        ``call``); the child is killed before the answer is returned (``reap`` collects it)."""
+        """The answer to ``body`` from the spare child, killed before the answer is returned."""
         if call and self.spare is not None and self.spare.loaded is not self.loaded:
             self._discard()
         child, self.spare = self.spare or self._fork(), None
@@ -272,11 +241,9 @@ class Supervisor:
                                 "(the time limit) and was stopped")
 
     def reap(self) -> None:
-        """Collect the killed children that are gone (without waiting for the others)."""
         self.dying = [pid for pid in self.dying if os.waitpid(pid, os.WNOHANG) == (0, 0)]
 
     def close(self) -> None:
-        """Kill the spare child and collect every child."""
         if self.spare is not None:
             os.kill(self.spare.pid, signal.SIGKILL)
             self._discard()
@@ -293,8 +260,7 @@ class Supervisor:
 
     @staticmethod
     def _collect(fd: int, deadline: float) -> tuple[dict[str, Any] | None, bool]:
-        """The child's answer (None if none came by ``deadline``), and whether the child closed
-        the pipe. Only the end of what it wrote is kept: enough for one whole frame."""
+        """The child's answer (None by ``deadline``), and whether the child closed the pipe."""
         keep = MAX_ANSWER + _TRAILER.size + len(MAGIC)
         tail = b""
         while True:
@@ -310,8 +276,7 @@ class Supervisor:
 
 
 def _read(fd: int, size: int) -> bytes:
-    """``size`` bytes from ``fd``, fewer at its end; unbuffered, so that the next candidate's
-    supervisor reads what follows."""
+    """``size`` bytes, unbuffered so that the next candidate's supervisor reads what follows."""
     data = b""
     while len(data) < size and (chunk := os.read(fd, size - len(data))):
         data += chunk
@@ -357,9 +322,7 @@ def _extensions() -> list[str]:
 
 
 def main(args: list[str]) -> None:
-    """``args``: memory limit (MB), time limit (s), mode: sandbox | none | check (the filter
-    refuses a socket and a process: one answer, then exit) | extensions (print the extension
-    modules the worker loads, as JSON, run outside the sandbox)."""
+    """``args``: memory limit (MB), time limit (s), mode: sandbox | none | check | extensions."""
     memory_mb, timeout, mode = int(args[0]), float(args[1]), args[2]
     if mode == "extensions":
         for name in (*ALLOWED_MODULES, *NUMPY_PARTS, "ctypes", "socket"):
@@ -384,7 +347,7 @@ def main(args: list[str]) -> None:
         return
     gc.freeze()  # the children's collections skip what exists now: fewer pages copied per fork
     load_waiting = False
-    while True:  # the root: one supervisor per candidate (module docstring)
+    while True:  # the root: one supervisor per candidate (docs/optimizers.md)
         pid = os.fork()
         if pid == 0:
             _candidate(Supervisor(timeout, sandbox), load_waiting)
@@ -395,8 +358,7 @@ def main(args: list[str]) -> None:
 
 
 def _candidate(supervisor: Supervisor, load_waiting: bool) -> NoReturn:
-    """A supervisor's life: answer requests until the run's stream ends (exit 0) or a load
-    comes after the one it served (exit ``_NEXT_CANDIDATE``, only the load's letter read)."""
+    """A supervisor's life: answer requests until the run's stream ends or a new load comes."""
     code = 1
     try:
         if supervisor.prctl is not None:
@@ -411,7 +373,6 @@ def _candidate(supervisor: Supervisor, load_waiting: bool) -> NoReturn:
 
 
 def _answer_requests(supervisor: Supervisor, load_waiting: bool) -> int:
-    """Answer requests; the exit code of :func:`_candidate`."""
     held = False  # whether this process has read a candidate's code
     while True:
         letter = b"L" if load_waiting else _read(0, 1)
