@@ -49,8 +49,7 @@ def extra_buffer_types(enabled: bool) -> Iterator[None]:
 
 
 def startup_check(llama: Any) -> str:
-    """One short completion, so a model that cannot compute fails (or crashes its process)
-    before the server accepts requests; returns the text it answered."""
+    """One short completion, so a model that cannot compute fails before the server listens."""
     answer = llama.create_completion("You see a tree. Next:", max_tokens=2, temperature=0)
     return str(answer["choices"][0]["text"])
 
@@ -80,8 +79,7 @@ def measure(path: str, *, extra_bufts: bool, tokens: int, n_threads: int | None)
 
 
 def speed(model: str, tokens: int, n_threads: int | None) -> int:
-    """Measure with and without extra buffer types, each in a fresh process (a crash of one,
-    e.g. on a CPU with AMX, is reported as such and does not hide the other)."""
+    """With and without extra buffer types, each in a fresh process, so a crash hides nothing."""
     from ellm.actors.watch import signal_name
     from ellm_tools.packaged_models import locate_model
 

@@ -1,18 +1,8 @@
 """Grammars on the packaged server (llama-cpp-python): refused when they do not parse, and
-applied to the likeliest tokens first.
-
-llama-cpp-python checks a request's grammar against every token of the vocabulary at every
-step; Gemma-3's vocabulary has 262,144 tokens, which made a constrained answer several times
-slower than a free one on a CPU. :class:`LikeliestFirst` takes the grammar's place in the
-sampler chain and checks the :data:`LIKELIEST` likeliest tokens first, the whole vocabulary only
-when none of them fits (as llama.cpp's own server checks the sampled token first). Greedy
-decoding picks the same token as the full check (the likeliest valid token is among them
-whenever any valid one is); sampling draws from the valid tokens among them.
+applied to the likeliest tokens first, since checking Gemma-3's 262,144 tokens at every step made
+a constrained answer several times slower than a free one (docs/lm.md).
 
     python -m ellm_tools.llama_grammar [--model gemma3-270m|PATH] [--tokens 40] [--threads N]
-
-measures what it saves: seconds per answer token of a free answer, of a constrained one checked
-against the whole vocabulary, and of one checked likeliest first.
 """
 
 from __future__ import annotations
@@ -30,8 +20,8 @@ LIKELIEST: Final = 512
 
 
 class LikeliestFirst:
-    """A llama.cpp sampler applying ``grammar`` (GBNF, rule ``root``) to the likeliest tokens
-    first (module docstring); it advances the grammar with each accepted token."""
+    """A llama.cpp sampler applying ``grammar`` to the likeliest tokens first, the whole
+    vocabulary only when none fits: greedy decoding picks what the full check would."""
 
     def __init__(self, vocab: Any, grammar: str, root: str = "root") -> None:
         import llama_cpp
@@ -115,13 +105,8 @@ def likeliest_first() -> None:
 
 
 def refuse_bad_grammars(llama: Any) -> None:
-    """Make the server answer HTTP 400 to a request whose ``grammar`` (or JSON schema, which
-    it turns into one) llama.cpp cannot parse. llama-cpp-python hands such a grammar's null
-    sampler to llama.cpp, whose process then dies with SIGSEGV, taking every other request
-    with it; parsed here first, with ``llama``'s vocabulary, a bad grammar is refused alone, in
-    words a client recognises (docs/lm.md, "Answers that are always valid"). One too long or
-    nested too deep for llama.cpp's parser is refused before it parses it
-    (:func:`ellm_tools.serve_guard.grammar_problem`)."""
+    """Make the server answer HTTP 400 to a grammar llama.cpp cannot parse, whose null sampler
+    would otherwise kill the model process with SIGSEGV, and every request with it."""
     import llama_cpp
     from fastapi import HTTPException
 
@@ -145,9 +130,7 @@ def refuse_bad_grammars(llama: Any) -> None:
 
 
 def speed(model: str, tokens: int, n_threads: int | None) -> dict[str, float]:
-    """Seconds per answer token of a free answer and of a constrained one (a Crafter goal list,
-    greedy) checked by llama-cpp-python against the whole vocabulary and by
-    :class:`LikeliestFirst`; best of 3, interleaved, in one process."""
+    """Seconds per answer token, free and constrained (whole vocabulary, likeliest first)."""
     from llama_cpp import Llama, LlamaGrammar, _internals
 
     from ellm_tools.packaged_models import locate_model

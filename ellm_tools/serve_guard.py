@@ -1,14 +1,6 @@
 """What the packaged server (:mod:`ellm_tools.serve`) refuses before llama.cpp sees it, and what it
-knows when its model process dies.
-
-llama.cpp trusts its input: a grammar nested a few thousand levels deep overflows its parser's
-stack and kills the process that holds the model (every request in flight with it), and a
-prompt of megabytes is tokenised for a minute before the context check refuses it. So a request
-body over ``max_body`` bytes is answered HTTP 413 before it is read, and a grammar over
-:data:`MAX_GRAMMAR_CHARS` characters or nested deeper than :data:`MAX_GRAMMAR_DEPTH` HTTP 400
-before llama.cpp parses it. Each request in flight is written to a shared buffer
-(:class:`InFlight`), so that a crash is reported with the requests that were being answered,
-not with a guess.
+knows when its model process dies: llama.cpp trusts its input, so a deep grammar would kill the
+process holding the model, and a huge prompt would be tokenised for a minute (docs/lm.md).
 """
 
 from __future__ import annotations
@@ -49,9 +41,7 @@ def grammar_depth(grammar: str) -> int:
 
 
 def grammar_problem(grammar: str) -> str | None:
-    """Why llama.cpp must not parse ``grammar`` (GBNF), or None: too long, or groups nested
-    deeper than :data:`MAX_GRAMMAR_DEPTH`, read as llama.cpp reads them (:func:`grammar_depth`:
-    a parenthesis in a comment, literal, class or token hides no group and shows none)."""
+    """Why llama.cpp must not parse ``grammar`` (GBNF), or None: too long or nested too deep."""
     if len(grammar) > MAX_GRAMMAR_CHARS:
         return f"grammar: {len(grammar):,} characters, over the server's {MAX_GRAMMAR_CHARS:,}"
     deepest = grammar_depth(grammar)
@@ -62,8 +52,8 @@ def grammar_problem(grammar: str) -> str | None:
 
 
 class InFlight:
-    """The requests being answered, one line each, in a buffer shared with the supervising
-    process (a ``multiprocessing`` char array of :data:`FLIGHT_BYTES`, or None: not kept)."""
+    """The requests being answered, in a buffer shared with the supervising process, so a crash
+    is reported with them, not with a guess."""
 
     def __init__(self, buffer: Any = None) -> None:
         self.buffer = buffer
@@ -90,8 +80,7 @@ class InFlight:
 
 
 class RequestGuard:
-    """ASGI middleware: bodies over ``max_body`` bytes answered 413 (by their Content-Length
-    before a byte is read, else as soon as the body passes it), and each request noted in
+    """ASGI middleware: bodies over ``max_body`` bytes answered 413, each request noted in
     ``in_flight`` while it is answered."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], max_body: int,

@@ -9,51 +9,9 @@
     python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
     python -m ellm_tools.bench --craftax [--seeds 5] [--chunks 4] [--frames 1500] [key=value ...]
 
-1. env cost: seconds per frame of the loop without updates (act, Text-Crafter step, LM goals,
-   SBERT reward, frame preprocessing, replay storage), measured before and after the full loop
-   and averaged (it falls as the caption and SBERT caches warm up);
-2. update cost: seconds per DQN update on a batch from the replay loader (sampling included);
-3. full loop: frames/s with updates every ``update_every_steps`` frames.
-
-The bound implied by (1) and (2) is ``1 / (env + update / update_every_steps)`` frames/s; the
-loop's frames/s is printed as a fraction of it (target >= 0.8). Also prints bytes per stored
-transition on disk and in RAM (:mod:`ellm_tools.bench.loop`). Extra ``key=value`` arguments are
-Hydra overrides.
-
-``--side-by-side`` instead runs ``train.py`` with the default settings (no thread variables in
-the environment) once alone, then twice at the same time, and prints each run's frames/s
-(training episodes after the first, updates on) against the run alone (target: each of two
-side-by-side runs >= 0.4x of one run alone).
-
-``--lm`` measures what a real language model costs the loop: ``train.py`` with the oracle, then
-with the packaged local LLM (``python -m ellm_tools.serve``, started here unless ``--lm-url`` names
-a running OpenAI-compatible server) asked blocking, then non-blocking
-(``env_spec.lm_spec.blocking=false``), one after the other in one sitting, each with an empty LM
-cache and no updates (the seed frames cover the run), so the LM's share is not diluted. It prints
-each run's frames/s (training episodes after the first, the model already loaded) against the
-oracle's (target for non-blocking: >= 0.8x), and the LM calls, fallback steps and waiting time
-(:mod:`ellm_tools.bench.lm`).
-
-``--slots N`` measures the local server's concurrency (``python -m ellm_tools.serve --parallel``):
-the same ``--requests`` distinct prompts, all sent at once, answered by one slot with N threads,
-then by N slots of one thread each (the same CPU threads in total); it prints answers/s of each
-and their ratio.
-
-``--actors N`` runs ``train.py`` with one process and with ``N`` actors (or each of several
-counts, ``--actors 4,8,12``) in one sitting and prints frames/s of each, the ratios, updates per
-frame and the bound implied by the measured update and actor costs; ``--actor-overrides``
-applies only to the actor runs (the fastest setting against the fp32 one-process loop); with
-``--stub-learner`` the main process makes no update (:mod:`ellm_tools.bench.actors`, docs/scale.md).
-
-``--craftax`` measures the Craftax engine's training frames/s (ELLM-oracle and RND, compile
-excluded and reported apart) beside the torch loop's, in one process
-(:mod:`ellm_tools.bench.craftax`).
-
-``--late`` measures a run's late phase, in one process or with ``num_actors=N``: epsilon at
-its floor, full-length episodes, the replay pre-filled to ``--prefill`` transitions, evaluations
-and snapshots at the schedule's share, beside its early phase (epsilon 1), ``--rounds`` rounds;
-it prints the median and spread, the memory, and the 5M-frame time projected from the
-schedule's phases (:mod:`ellm_tools.bench.late`).
+Each mode measures its settings in one sitting, so that the machine's load falls on all alike;
+what each measures and its target: README.md, "Benchmarks", docs/scale.md, docs/lm.md (``--lm``,
+``--slots``) and docs/craftax.md. Extra ``key=value`` arguments are Hydra overrides.
 """
 
 from __future__ import annotations

@@ -3,21 +3,7 @@
     python -m ellm_tools.bench --actors N[,N...] [--stub-learner] [--frames 1500] [--rounds 1]
         [--actor-overrides key=value ...] [key=value ...]
 
-Runs ``train.py`` with the same config (the README's oracle pretraining command, on the CPU
-unless an override names a device, no evaluation) with ``num_actors=1`` and with each
-``num_actors=N`` (``--actor-overrides`` added to those), ``--rounds`` times in turn, and
-reads each run's ``train.csv``/``time.csv`` over ``--frames`` frames of updates (the first
-episode past the seed frames, when the actors start up, is left out). It prints frames/s of
-both, their ratio, updates per frame of both (the learner keeps the configured ratio, so they
-should match) and the bound the one-process run's own costs imply for ``N`` actors:
-
-    min(learner: 1 / learner, actors: N / the rest, cores: C / (learner + the rest))
-
-from its seconds per frame: the learner's (sampling and updating, from ``time.csv``) and the
-rest (env step, act, goals and rewards, which the actors take over, and storage). Frames/s are
-wall-clock rates from the log's progress lines, resets and all.
-``--stub-learner`` makes no update at all (the seed frames cover the run, the main process only
-stores), which shows how the actor side scales with ``N`` without a learner.
+What it runs, reads and bounds: docs/scale.md, "Measured".
 """
 
 from __future__ import annotations
@@ -45,8 +31,6 @@ PROGRESS = re.compile(r"frame (\d+)/\d+ \(\d+%\) \| ([\d.]+) frames/s")
 
 @dataclass(frozen=True)
 class Measured:
-    """One run past its first frames."""
-
     fps: float  # wall-clock frames/s (the progress lines of the log: resets and all)
     updates_per_frame: float
     learner: float  # seconds per frame sampling and updating (one-process runs)
@@ -54,8 +38,7 @@ class Measured:
 
     @classmethod
     def of(cls, run_dir: Path, after: int) -> Measured:
-        """The frames past ``after`` over the wall time they took; the learner's share from
-        ``time.csv`` (each training row's sections times its episode's seconds)."""
+        """The frames past ``after`` over the wall time they took, and the learner's share."""
         frames = seconds = 0.0
         for prev, (frame, rate) in pairwise(_progress(run_dir / "train.log")):
             if prev[0] >= after:
@@ -107,8 +90,7 @@ def _mean(runs: list[Measured]) -> Measured:
 
 def actors_bench(counts: list[int], frames: int, rounds: int, stub: bool,
                  overrides: list[str], faster: list[str] = ()) -> dict[int, Measured]:
-    """One process (``overrides``) against each ``N`` of ``counts`` actors (``overrides`` then
-    ``faster``), ``rounds`` times in turn; prints the table and returns the means by N."""
+    """One process against each ``N`` of ``counts`` actors, ``rounds`` times in turn."""
     runs: dict[int, list[Measured]] = {n: [] for n in [1, *counts]}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):

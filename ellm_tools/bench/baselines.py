@@ -3,11 +3,8 @@
     python -m ellm_tools.bench.baselines [--updates 30] [--batch-size 64] [--precision bf16]
         [--compile]
 
-Builds the DQN, RND, NovelD and APT agents at their config.yaml sizes (pixels only, 139
-actions), in the paper setting (one reward per sample on the DQN encoder's features) and in the
-fixed setting (a reward per window step on their own networks), and times their updates on the
-same replay batches, interleaved round by round so that the machine's load hits them alike.
-Prints the median milliseconds per update and its ratio to the DQN's.
+Paper and fixed settings at config.yaml's sizes, interleaved round by round so that the machine's
+load hits them alike.
 """
 
 from __future__ import annotations

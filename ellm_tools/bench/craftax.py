@@ -1,11 +1,6 @@
 """``python -m ellm_tools.bench --craftax``: the Craftax engine's training frames/s against the
-torch engine's Text-Crafter loop, measured in one process, one after the other.
-
-For ELLM-oracle and RND on Craftax-Classic-v1 at config.yaml's sizes (``--seeds`` seeds
-vmapped), it compiles the training chunk (timed apart), runs one chunk to warm up, then times
-``--chunks`` chunks exactly as a run calls them (records copied to the host included). The torch
-loop runs ELLM-oracle on CrafterTextEnv-v1 for ``--frames`` frames, updates on; its frames/s is
-the mean of its training episodes after the first. The last line is one JSON object."""
+torch engine's Text-Crafter loop, measured in one process, one after the other (docs/craftax.md).
+"""
 
 from __future__ import annotations
 

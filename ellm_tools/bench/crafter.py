@@ -2,10 +2,7 @@
 
     python -m ellm_tools.bench.crafter [--steps 4000] [--rounds 5] [--seed 0]
 
-Both envs get the same seeds and the same random action sequence (each text action is mapped
-to its upstream Crafter action for the raw env), 400-step episodes. Rounds alternate between
-the two envs so machine noise hits both alike. Prints steps/s (resets included), their ratio,
-and the mean reset time of each.
+Same seeds and actions for both; rounds alternate so machine noise hits both alike.
 """
 
 from __future__ import annotations

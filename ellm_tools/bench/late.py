@@ -2,30 +2,9 @@
 
     python -m ellm_tools.bench --late [--prefill 250000] [--frames 1500] [--rounds 1] [key=value ...]
 
-One workspace (the README's oracle pretraining command in the paper setting, one process or
-``num_actors`` actors, on the CPU unless an override names a device) first collects real episodes
-with random actions, then tiles their files (hard links under new indices) until the replay
-holds ``--prefill`` transitions. Each round then times, one after the other in the same
-workspace:
-
-- the early phase: ``--frames`` frames with epsilon held at 1 (the run's first frames), no
-  evaluation;
-- the late phase: ``--frames`` frames with epsilon at its floor (``agent.train_eps_min``, as past
-  ``agent.train_eps_decay_steps``), then one evaluation of ``n`` full-length episodes and one
-  snapshot, as the schedule makes them: ``n`` = the paper's 10 episodes per 25,000 frames scaled
-  to the window (at least 1). The evaluation's and the snapshot's seconds are timed apart.
-
-Episodes are full length (``env_spec.length``, 400), cut only by a window's end; updates are
-made at the configured ratio from the pre-filled replay. The projection weights the measured
-costs by the frames of the paper's schedule (:func:`project`).
-
-With ``num_actors=N`` (N >= 2) every window starts the N actors anew, as a resumed run does, with
-epsilon held in the options they are given (the early window's at ``agent.train_eps_max``, the
-late window's at ``agent.train_eps_min``). A window's clock starts once each actor has sent a
-step and the learner has then taken :func:`warmup_frames` more, so that their start-up and the
-chunks they made meanwhile are not counted; the window then times ``--frames`` frames, however
-many its warm-up took (a slow actor's start-up lengthens the warm-up, not the timed part). The
-evaluation and the snapshot run while the actors are alive, as in a run.
+The first frames of a run say little of the rest (epsilon about 1, a small replay, no
+evaluation); what each round times is in docs/scale.md, "The late phase and memory at paper
+scale".
 """
 
 from __future__ import annotations
@@ -47,8 +26,6 @@ from ellm_tools.bench.replay_data import tile_episodes
 
 @dataclass(frozen=True)
 class Schedule:
-    """The frames of a run's schedule (the paper's: :data:`PAPER`)."""
-
     total: int = 5_000_000  # num_train_frames
     decay: int = 1_000_000  # agent.train_eps_decay_steps: epsilon falls linearly from 1
     eval_every: int = 25_000  # eval_every_frames: one evaluation and one snapshot each
@@ -57,7 +34,6 @@ class Schedule:
 
     @property
     def evaluations(self) -> int:
-        """At frame 0 and every ``eval_every`` frames up to ``total`` (the last one included)."""
         return self.total // self.eval_every + 1 + (self.total % self.eval_every != 0)
 
 
@@ -66,13 +42,8 @@ PAPER = Schedule()
 
 def project(s: Schedule, early: float, late: float, eval_step: float,
             snapshot: float) -> dict[str, float]:
-    """Seconds of each part of a run on ``s`` from seconds per training frame with epsilon 1
-    (``early``) and at its floor (``late``), per evaluation step and per snapshot.
-
-    While epsilon decays linearly, the greedy share of acting (its only cost that depends on
-    epsilon) grows linearly, so the decay phase costs the mean of the two rates per frame.
-    Evaluation episodes are taken at full length (``s.length`` steps): an upper bound, as an
-    agent that dies ends its episode sooner."""
+    """Seconds of each part of a run on ``s``. Epsilon's decay is linear, so it costs the mean of
+    the early and late rates; evaluation episodes at full length make an upper bound."""
     decay = min(s.decay, s.total)
     parts = {
         "decay phase": decay * (early + late) / 2,
@@ -84,12 +55,10 @@ def project(s: Schedule, early: float, late: float, eval_step: float,
 
 
 def eval_episodes_for(frames: int, s: Schedule = PAPER) -> int:
-    """The schedule's evaluation episodes per frame, scaled to a window of ``frames``."""
     return max(1, round(frames * s.eval_episodes / s.eval_every))
 
 
 class _Timed:
-    """A callable's calls and seconds, counted."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn, self.calls, self.seconds, self.last = fn, 0, 0.0, None
@@ -106,15 +75,15 @@ class _Timed:
 @dataclass(frozen=True)
 class Window:
     frames: int  # timed: with actors, those after their warm-up
-    seconds: float  # the whole timed window, evaluation and snapshot included
-    train_episodes: int  # training episodes that ended in the window
+    seconds: float  # evaluation and snapshot included
+    train_episodes: int
     eval_episodes: int
     eval_seconds: float
-    eval_frames: float  # the evaluation episodes' steps (full length: 400 each)
+    eval_frames: float
     snapshots: int
     snapshot_seconds: float
     warmup_frames: int  # with actors: taken before the clock started, not in ``frames``
-    span: tuple[int, int]  # the run's frame counter at the window's start and end
+    span: tuple[int, int]
 
     @property
     def train_seconds_per_frame(self) -> float:
@@ -123,10 +92,10 @@ class Window:
 
 @dataclass(frozen=True)
 class LateResult:
-    replay_transitions: int  # held when the timed rounds started (pre-filled)
+    replay_transitions: int
     rounds: list[tuple[Window, Window]]  # (early, late) per round
-    memory: dict[str, float]  # MiB, at the end of the last late window (:func:`memory_mib`)
-    actors: int = 1  # num_actors: 1 is one process
+    memory: dict[str, float]  # MiB, at the end of the last late window
+    actors: int = 1
 
 
 LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",
@@ -136,22 +105,17 @@ LATE_RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sber
 
 
 def warmup_frames(num_actors: int) -> int:
-    """Steps a window with actors leaves untimed once each actor has sent its first: each runs
-    at most ``2 * CHUNK_STEPS`` ahead of the learner, so twice that per actor takes what they
-    made while the others started."""
+    """Steps a window with actors leaves untimed once each actor has sent its first: twice the
+    ``2 * CHUNK_STEPS`` each runs ahead takes what they made while the others started."""
     from ellm.actors.messages import CHUNK_STEPS
 
     return 0 if num_actors <= 1 else 4 * CHUNK_STEPS * num_actors
 
 
 class _LoopClock:
-    """Times the loop of each ``ws.train()`` (actors started and stopped outside it), from the
-    step after its warm-up to the loop's end, and counts the steps it timed (``timed``) and those
-    of the warm-up (``untimed``); the memory is read at that end. The warm-up: ``skip`` steps,
-    counted from the one by which each of the ``sources`` (the actors) has sent one; with one
-    process, none. Each of the first ``most`` warm-up steps moves the loop's end
-    (``ws.cfg.num_train_frames``) one frame on, so the steps timed are those the window was given
-    however long the warm-up took, and an actor that never sends a step cannot hold the loop."""
+    """Times the loop of each ``ws.train()`` past its warm-up (``skip`` steps after every actor
+    sent one); each of the first ``most`` warm-up steps moves the loop's end on, so a slow start
+    costs no timed steps and an actor that never sends one cannot hold the loop."""
 
     def __init__(self, ws: Any, skip: int, sources: int, most: int) -> None:
         self.skip, self.sources, self.most, self._cfg = skip, sources, most, ws.cfg
@@ -197,7 +161,6 @@ class _LoopClock:
 
 
 def held_epsilon(options: Any, late: bool) -> Any:
-    """Agent options whose epsilon stays at its floor (``late``) or at its start."""
     value = options.train_eps_min if late else options.train_eps_max
     return dataclasses.replace(options, train_eps_max=value, train_eps_min=value)
 
@@ -205,9 +168,7 @@ def held_epsilon(options: Any, late: bool) -> Any:
 def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                collect: int = 1200, run_dir: Path | None = None,
                warmup: int | None = None) -> LateResult:
-    """Pre-fill, then ``rounds`` of (early window, late window); see the module docstring.
-    ``run_dir`` (default: a temporary one) keeps the run's files; ``warmup`` replaces
-    :func:`warmup_frames` (with actors)."""
+    """Pre-fill, then ``rounds`` of (early window, late window)."""
     from ellm.replay import ReplayStorage
     from ellm.workspace import Workspace
 
@@ -232,8 +193,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         options, learner_options = ws.spec.agent, ws.agent.options
 
         def window(late: bool) -> Window:
-            # The learner acts (one process) with its options; the actors build their agents
-            # from the options they are given at start.
+            # Actors build their agents from the options they are given at start.
             ws.agent.options = held_epsilon(learner_options, late)
             ws.spec = dataclasses.replace(ws.spec, agent=held_epsilon(options, late))
             ws.evaluator.num_episodes = n if late else 0
@@ -258,8 +218,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
 
 
 def memory_mib() -> dict[str, float]:
-    """This process's resident and private memory and its children's private memory (replay
-    workers), in MiB, from /proc."""
+    """This process's and its replay workers' memory, in MiB, from /proc."""
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
                   .splitlines() if ":" in line)
     kib = {k: float(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
@@ -277,7 +236,6 @@ def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
 
 
 def report(result: LateResult, frames: int) -> None:
-    """Print the rounds (median [min-max]) and the projection, each line saying which it is."""
     early = [e.train_seconds_per_frame for e, _ in result.rounds]
     late = [w.train_seconds_per_frame for _, w in result.rounds]
     whole = [w.frames / w.seconds for _, w in result.rounds]

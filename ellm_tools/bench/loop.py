@@ -15,8 +15,7 @@ from ellm_tools.bench.common import BASE, ROOT, run_fps, workspace
 
 
 def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
-    """Measure (1)-(3) of ``python -m ellm_tools.bench`` (its docstring) in one workspace and
-    print them."""
+    """Env cost, update cost and the full loop's frames/s against their bound, in one workspace."""
     with tempfile.TemporaryDirectory() as tmp:
         # 1. no updates: seed frames cover the whole phase
         ws = workspace(overrides + [f"num_train_frames={frames}",
@@ -65,7 +64,6 @@ def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
 
 
 def ram_bytes_per_transition(replay_dir: Path, nstep: int) -> float:
-    """Array bytes per transition a sampler holds for the episodes in ``replay_dir``."""
     from ellm.replay.sampling import EpisodeShard
     from ellm.replay.storage import list_episode_files, load_episode
 
@@ -76,8 +74,7 @@ def ram_bytes_per_transition(replay_dir: Path, nstep: int) -> float:
 
 
 def _train_more(ws, frames: int) -> None:
-    """Continue ``ws`` up to ``frames`` total frames. ``train()`` resets the env, so the episode
-    the previous call left open is dropped by reopening the replay storage."""
+    """Continue ``ws`` up to ``frames`` total frames, dropping the episode left open."""
     from ellm.replay import ReplayStorage
 
     ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)

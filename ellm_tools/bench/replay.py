@@ -3,12 +3,7 @@
     python -m ellm_tools.bench.replay [--episodes 20] [--length 400] [--batches 300]
     python -m ellm_tools.bench.replay --memory 250000,1000000 [--workers 0,2] [--episodes 4]
 
-``--memory`` writes ``--episodes`` real episodes, tiles their files (hard links) up to the
-largest size, and for each size and worker count starts a fresh process that loads that many
-transitions through ``make_replay_loader`` (as a learner does) and reports its private memory
-and its workers', the load time and batches/s; the 5M-transition figure is extrapolated from
-the two smallest sizes by a linear fit. Then frames compressed one by one with zlib (a
-candidate in-memory store) against the current arrays, interleaved: bytes and ms per batch.
+What ``--memory`` measures: :mod:`ellm_tools.bench.replay_memory` and docs/scale.md.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ class _PerSample(IterableDataset):
 
 
 def rate(it, batches: int, work_s: float = 0.0) -> tuple[float, float]:
-    """(batches/s, median ms the consumer waited for a batch) while busy ``work_s`` per batch
-    (a CPU-bound stand-in for a DQN update)."""
+    """(batches/s, median ms waited for a batch) while busy ``work_s`` per batch, as an update."""
     next(it)
     waits, start = [], time.perf_counter()
     for _ in range(batches):
@@ -96,7 +90,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def storage_costs(d: Path, episodes: int, length: int) -> EpisodeShard:
-    """Write ``episodes`` Crafter episodes, load them into a shard; print bytes and times."""
     n, write_s = write_crafter_episodes(d, episodes, length)
     disk = sum(f.path.stat().st_size for f in list_episode_files(d))
     shard = EpisodeShard(10**9, NSTEP, True)

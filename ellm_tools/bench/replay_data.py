@@ -39,8 +39,7 @@ def crafter_frames(length: int, seed: int) -> list[np.ndarray]:
 
 
 def write_crafter_episodes(d: Path, episodes: int, length: int) -> tuple[int, float]:
-    """Write ``episodes`` random-action Crafter episodes to ``d``; returns (transitions, seconds
-    spent storing them)."""
+    """Write ``episodes`` random-action Crafter episodes; (transitions, seconds storing them)."""
     storage = ReplayStorage(d, StringTable(d / "strings.jsonl"))
     write_s = 0.0
     for ep in range(episodes):
@@ -54,8 +53,7 @@ def write_crafter_episodes(d: Path, episodes: int, length: int) -> tuple[int, fl
 
 
 def tile_episodes(replay_dir: Path, transitions: int) -> int:
-    """Hard-link the episode files in ``replay_dir`` under new indices, in turn, until they hold
-    at least ``transitions``; returns the transitions held."""
+    """Hard-link the episode files under new indices until they hold ``transitions``."""
     files = list_episode_files(replay_dir)
     if not files:
         raise ValueError(f"no episode files in {replay_dir} to tile")

@@ -1,10 +1,6 @@
 """Replay memory at scale (``python -m ellm_tools.bench.replay --memory``), and frames compressed
-one by one in memory, measured against the current arrays.
-
-Each size is loaded in a fresh process so that its memory is its own; the frames dominate
-(7,056 B per 84x84 transition), so memory grows linearly with the transitions held and two
-sizes fix the line.
-"""
+one by one in memory, measured against the current arrays: each size in a fresh process, so its
+memory is its own; frames dominate, so two sizes fix the line."""
 
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ PAPER_CAPACITY = 5_000_000
 
 
 def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through ``points`` (two or more sizes)."""
     x, y = np.array(points, np.float64).T
     slope, intercept = np.polyfit(x, y, 1)
     return float(intercept), float(slope)
@@ -119,14 +114,12 @@ class ZlibFrames:
         return sum(len(b) for b in self.blobs)
 
     def window(self, lo: int, hi: int) -> np.ndarray:
-        """Frames lo..hi (inclusive), decompressed."""
         return np.stack([np.frombuffer(zlib.decompress(self.blobs[t]), np.uint8)
                          .reshape(self.shape) for t in range(lo, hi + 1)])
 
 
 def compressed_vs_arrays(d: Path, episodes: int, batches: int) -> None:
-    """Frame stacks (obs and next_obs) of the same draws built from the arrays and from zlib
-    frames, interleaved in rounds; checks they are equal."""
+    """Frame stacks of the same draws from the arrays and from zlib frames, interleaved."""
     arrays = [load_episode(f.path)["frame"] for f in list_episode_files(d)[:episodes]]
     zipped = [ZlibFrames(a) for a in arrays]
     shard = EpisodeShard(10**9, NSTEP, True)

@@ -2,11 +2,7 @@
 
     python -m ellm_tools.bench.sandbox [--calls 1000] [--rollouts 10]
 
-Times the one-off check that the OS sandbox works here, a worker's start and first load, later
-loads, and calls back to back and 1 ms apart (as after an environment step), with each
-isolation this machine allows; with ``--rollouts``, also Meta-World rollouts of code as
-policy's starting code played in the sandbox against called in this process (docs/optimizers.md,
-"The sandbox").
+What it times: docs/optimizers.md, "The sandbox" ("Cost").
 """
 
 from __future__ import annotations
@@ -44,8 +40,6 @@ def _calls(box: Sandbox, calls: int, pause: float) -> str:
 
 
 def bench(calls: int) -> None:
-    """Print what a sandbox costs: the one-off check, a start, a load, a call back to back and
-    a call 1 ms after the last (as after an environment step)."""
     start = time.perf_counter()
     problem = sandbox_bwrap.problem()
     print(f"check that the OS sandbox works here: {1e3 * (time.perf_counter() - start):.0f} ms"
@@ -67,8 +61,7 @@ def bench(calls: int) -> None:
 
 
 def bench_rollouts(rollouts: int) -> None:
-    """Print the median time of a 30-action Meta-World rollout of the starting code, played
-    in the sandbox and called in this process (needs ``pip install -e '.[optim]'``)."""
+    """A Meta-World rollout's median time, sandboxed and not (needs ``.[optim]``)."""
     from llm_in_the_loop.code_policy import METAWORLD_CODE, MetaWorldTarget, sandboxed
 
     target = MetaWorldTarget(horizon=30, substeps=10, seed=0)

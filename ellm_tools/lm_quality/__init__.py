@@ -81,8 +81,7 @@ def _own_args(argv: list[str]) -> tuple[int, Path, list[str]]:
 
 
 def compose_config(overrides: list[str], out: Path) -> RunSpec:
-    """``config.yaml`` with ``overrides`` and the answer cache in ``out/lm_cache`` unless one is
-    configured, validated as ``train.py`` does (which opens that cache)."""
+    """``config.yaml`` with ``overrides``, validated as ``train.py`` does."""
     try:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             cfg = compose("config", overrides=overrides)
@@ -102,10 +101,7 @@ def compose_config(overrides: list[str], out: Path) -> RunSpec:
 
 
 def prepare(overrides: list[str], out: Path) -> tuple[DictConfig, Any, Any]:
-    """(config, game, suggester) of ``overrides``; the suggester is built as training builds
-    it, with the answer cache in ``out/lm_cache`` unless one is configured. Raises ValueError
-    (a bad key or value, a cache that cannot be used) or LMConfigError (the endpoint refused
-    the configuration)."""
+    """(config, game, suggester) of ``overrides``, the suggester built as training builds it."""
     run = compose_config(overrides, out)
     goals, _ = run.game.goals(run.cfg, run.lm, None, goal_reward=True)  # as training asks
     return run.cfg, run.game, goals.suggester
@@ -128,8 +124,6 @@ def label(cfg: DictConfig, suggester: Any) -> str:
 
 
 def run(cfg: DictConfig, game: Any, suggester: Any, states: int, out: Path) -> dict[str, Any]:
-    """Sample ``states`` states, ask ``suggester``, score; write ``out/quality.md`` and
-    ``out/quality.json``."""
     out.mkdir(parents=True, exist_ok=True)
     paper = game.paper_setting(cfg)
     start = time.monotonic()

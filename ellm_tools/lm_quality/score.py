@@ -1,20 +1,5 @@
-"""Scores of a suggester on the benchmark's states, and their Markdown table.
-
-Crafter: each state is asked alone (the suggester is reset first, so no goal is filtered as
-achieved). A goal *names a game action* when it is one of Text-Crafter's 29 actions that do
-something (:data:`text_crafter.GOOD_ACTIONS`, moves and synonyms included). Precision and recall
-compare the goals with the oracle's feasible set for the same state, both as sets of actions
-(synonyms merged: "eat cow" is "attack cow"), summed over all states (micro averages): precision
-= matches / goals suggested, recall = matches / oracle goals.
-
-Housekeep: each question's yes/no answer against the episode's ground truth
-(:func:`ellm.games.housekeep.goals.answer_metrics`, as the training logs it); unanswered
-questions (error, no logprobs) are left out of the accuracy and counted.
-
-Cost columns come from the suggester's own counters (``lm/`` metrics), per query: seconds spent
-in API requests, tokens and dollars. They cover the queries the API answered; answers served
-from the cache cost nothing and are counted as ``cache_hits``.
-"""
+"""Scores of a suggester on the benchmark's states, and their Markdown table; what each column
+means is in docs/lm.md, "What a model is worth"."""
 
 from __future__ import annotations
 
@@ -43,7 +28,7 @@ def canonical(goal: str) -> str:
 
 def score_crafter(suggester: GoalSuggester, samples: Sequence[CrafterSample],
                   oracle: SimpleOracle) -> dict[str, Any]:
-    """Goals of ``suggester`` for each sample against ``oracle``'s (see the module docstring)."""
+    """Goals of ``suggester`` for each sample against ``oracle``'s, each state asked alone."""
     suggested = matched = expected = named = 0
     meter = _Meter(suggester.metrics)
     for sample in samples:
@@ -70,8 +55,7 @@ def score_crafter(suggester: GoalSuggester, samples: Sequence[CrafterSample],
 
 def score_housekeep(suggester: HousekeepSuggester,
                     questions: Sequence[Question]) -> dict[str, Any]:
-    """Yes/no answers of ``suggester``'s answerer against the ground truth. The Novelty
-    suggester answers nothing and suggests every placement: counted as yes to every question."""
+    """Yes/no answers of ``suggester``'s answerer against the ground truth (Novelty: all yes)."""
     meter = _Meter(suggester.metrics)
     records: dict[tuple[int, ...], AnswerRecord] = {}
     for i, q in enumerate(questions):
@@ -91,8 +75,7 @@ def score_housekeep(suggester: HousekeepSuggester,
 
 
 class _Meter:
-    """Per-query deltas of a suggester's counters: API seconds of the queries the API answered,
-    and the totals of the counters in :data:`_COUNTERS`."""
+    """Per-query deltas of a suggester's counters."""
 
     def __init__(self, metrics) -> None:
         self._metrics = metrics
@@ -134,7 +117,6 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den else math.nan
 
 
-# ---------------------------------------------------------------------------- Markdown
 CRAFTER_HEADER = ("| suggester | states | names an action | precision | recall | parse errors "
                   "| goals/state | latency p50 / p95 (s) | tokens/state | $ / 1k states |\n"
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -1,16 +1,6 @@
-"""What the LM quality benchmark asks about.
-
-Crafter: text states drawn with a fixed seed from two kinds of play, half from each, so that the
-sample holds the situations a training run meets late as well as early: random play (uniform
-over the actions that do something, moves included: the whole ``harder`` space is mostly no-ops,
-and its random agent hardly leaves its first screen) and play guided by the oracle's goals (walk
-to what a goal names, then take the goal's action), which places tables and furnaces and mines
-stone. Episodes run until death or ``env_spec.length``, so nights (Crafter's daylight below one
-half) occur. States are distinct as a suggester reads them (caption, inventory, sleepiness).
-
-Housekeep: the distinct (object, receptacle) questions of the configured scene's episodes, half
-of them with the answer yes when there are enough, each with its ground truth.
-"""
+"""What the LM quality benchmark asks about: Crafter states from random and oracle-guided play,
+so that the sample holds what a run meets late as well as early, and Housekeep's yes/no
+questions, half of them yes (docs/lm.md, "What a model is worth")."""
 
 from __future__ import annotations
 
@@ -32,8 +22,7 @@ from text_crafter.captions import material_name, object_name
 
 NIGHT_DAYLIGHT: Final = 0.5  # Crafter darkens the picture below this daylight
 POOL_FACTOR: Final = 3  # distinct states collected per state drawn, for each kind of play
-# Episodes per kind of play: at least MIN_EPISODES and one per STATES_PER_EPISODE states drawn
-# (many short stories rather than a few long ones), at most MAX_EPISODES even if the pool is short.
+# Many short stories rather than a few long ones, within bounds even if the pool is short.
 MIN_EPISODES: Final = 2
 STATES_PER_EPISODE: Final = 5
 MAX_EPISODES: Final = 400
@@ -50,15 +39,12 @@ GUIDE_ORDER: Final = (
     "mine stone", "drink water", "attack cow", "chop tree", "eat plant", "sleep",
     "place plant", "mine diamond",
 )
-# Gathering stops at these counts (the guide moves on to something else).
 ENOUGH: Final = {"chop tree": ("wood", 4), "mine stone": ("stone", 6), "drink water": ("drink", 7),
                  "attack cow": ("food", 7), "mine coal": ("coal", 2)}
 
 
 @dataclass(frozen=True)
 class CrafterSample:
-    """One state of the sample: what the suggester reads, and where it came from."""
-
     state: TextState
     night: bool
     play: str  # "random" or "guided"
@@ -71,9 +57,7 @@ class CrafterSample:
 
 def sample_crafter_states(game: Game, cfg: DictConfig, n: int, seed: int,
                           paper_setting: bool) -> tuple[list[CrafterSample], dict[str, int]]:
-    """``n`` states (half random play, half guided) with distinct descriptions (caption,
-    inventory, sleepiness: what a prompt shows), in a fixed order for ``seed``, and how many
-    episodes and distinct states each kind of play gave."""
+    """``n`` states, half random play, half guided, distinct as a prompt shows them."""
     rng = np.random.default_rng(seed)
     # Both plays choose actions by name, which Crafter's own 17 actions lack ("do", not "chop
     # tree"); the states they reach are the same game's.
@@ -120,11 +104,8 @@ def _episode(env: Any, play: str, episode: int, rng: np.random.Generator,
 
 
 class OracleGuide:
-    """Plays toward the oracle's goals: picks one (:data:`GUIDE_ORDER`, skipping tools it holds
-    and materials it has enough of), walks by a shortest path within the view next to what it
-    names (a crafting goal: next to a table), faces it and takes the goal's action. With
-    nothing to do or nothing reachable, after a failed action or when blocked, it walks
-    straight for a few steps, mostly in the episode's heading. It never walks into lava."""
+    """Plays toward the oracle's goals: walks next to what one names, faces it and acts; else
+    walks straight a few steps, mostly in the episode's heading, never into lava."""
 
     EXPLORE: Final = 0.02  # chance of a random walk even with a goal
     HEADING: Final = 0.6  # chance that a walk follows the episode's heading
@@ -154,9 +135,8 @@ class OracleGuide:
         return self._id(move or goal)
 
     def observe(self, info: dict[str, Any]) -> None:
-        """After a step: an action that did nothing, or a second move in a row that left the
-        player where it was (a first one may just turn it to face its target), starts a short
-        random walk."""
+        """After an action that did nothing, or a second move in a row that did not move the
+        player (a first may just turn it), a short random walk."""
         pos = tuple(int(v) for v in self.env.player.pos)
         if info["action_name"] in MOVES:
             self._blocked = self._blocked + 1 if pos == self._pos else 0
@@ -187,10 +167,8 @@ class OracleGuide:
         return None
 
     def _approach(self, noun: str, around: bool = False) -> str | None:
-        """The first move of a shortest walk (over grass, sand and path, within the view) to a
-        cell next to the nearest reachable ``noun``: None when the player is there and faces it
-        (with ``around``: when it is among the 8 cells around), :data:`UNREACHABLE` when no
-        walk within the view gets there."""
+        """The first move of a shortest walk in view next to the nearest reachable ``noun``:
+        None when there, :data:`UNREACHABLE` when no walk in view gets there."""
         player = self.env.player
         start = (int(player.pos[0]), int(player.pos[1]))
         reach = NEIGHBOURS_8 if around else tuple(MOVES.values())
@@ -224,7 +202,6 @@ class OracleGuide:
         return obj is None and material in WALKABLE
 
     def _wander(self) -> str:
-        """Walks of 6-19 steps, most of them in the episode's heading (new ground)."""
         if not self._walk:
             keep = self.rng.random() < self.HEADING and self._safe(MOVES[self._heading])
             move = self._heading if keep else self._random_move()
@@ -263,9 +240,7 @@ class Question:
 
 def sample_housekeep_questions(game: Game, cfg: DictConfig, n: int,
                                seed: int) -> tuple[list[Question], dict[str, int]]:
-    """``n`` distinct (object name, receptacle name) questions of the configured scene, from
-    its episodes in order from ``env_spec.housekeep_ep_num`` on: half with the answer yes when
-    there are enough, in a fixed order for ``seed``."""
+    """``n`` distinct (object, receptacle) questions of the configured scene, half yes."""
     from text_housekeep import episode_count
 
     spec = cfg.env_spec

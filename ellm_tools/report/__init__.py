@@ -1,26 +1,5 @@
 """``python -m ellm_tools.report RUN_OR_SWEEP_DIR... --out DIR``: figures and a Markdown summary of
-training runs, grouped by method.
-
-Reads run directories written by ``python train.py`` (or any directory holding them: a Hydra
-sweep dir, a date dir, ``exp_local``) and writes into ``--out``:
-
-- ``report.md``: the runs and their status, the headline table (achievements per episode and
-  Crafter score per method), LM usage per 1M frames, links to the figures;
-- ``achievements_eval.png`` / ``achievements_train.png``: achievements unlocked per episode
-  against frames, one line per method (mean over runs, shaded +- std); runs that were only
-  evaluated (one x value, e.g. language-feedback runs) get one bar per method instead;
-- ``success_rates_eval.png`` / ``success_rates_train.png``: per-achievement success rates,
-  methods side by side;
-- ``<game>_<metric>.png`` for a game with its own progress metric (Housekeep:
-  ``housekeep_rearrange_success.png``), when its runs log it;
-- ``<game>_return.png`` / ``<game>_eval_return.png`` for runs that log ``iteration.csv`` (the
-  LLM optimisers: policy search, code as policy): the return of each setting or rollout tried,
-  and of the evaluations, against training episodes (whole-number ticks);
-- ``<figure>.json`` beside every PNG with the plotted numbers, and ``report.json`` with the
-  tables.
-
-Methods are named from each run's saved config (:func:`ellm_tools.report.runs.method_name`).
-"""
+training runs, grouped by method (README.md, "Reports")."""
 
 from __future__ import annotations
 
@@ -60,8 +39,6 @@ __all__ = ["NotARunDir", "Report", "Run", "UnreadableRun", "UnsafeOutput", "buil
 
 @dataclass
 class Report:
-    """What ``build_report`` wrote: the runs, the tables and the figure paths by name."""
-
     runs: list[Run]
     out: Path
     last_evals: int = 1                        # latest evaluations pooled in the score table
@@ -69,9 +46,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # pooling that could mislead
     lm: list[LMUsage] = field(default_factory=list)
     returns: list[ReturnScores] = field(default_factory=list)  # runs of the LLM optimisers
-    diagnostics: list[MethodDiagnostics] = field(default_factory=list)  # collapse, per method
+    diagnostics: list[MethodDiagnostics] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
-    skipped: list[UnreadableRun] = field(default_factory=list)  # runs whose records were unreadable
+    skipped: list[UnreadableRun] = field(default_factory=list)  # records unreadable
 
     @property
     def summary(self) -> Path:
@@ -80,16 +57,8 @@ class Report:
 
 def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequence[str] = (),
                  bin_frames: int | None = None, last_evals: int = 1) -> Report:
-    """Read the runs under ``paths`` and write the figures and ``report.md`` into ``out``.
-
-    ``group_by``: config keys (dotted) whose value is appended to the method name, to tell apart
-    runs of one method with different settings. ``bin_frames``: width of the frame bins of the
-    training-episode curve (default: each run's ``eval_every_frames``). ``last_evals``: how many
-    of each run's latest evaluations the score table and success rates pool. A run whose
-    records cannot be read is left out and named in ``Report.skipped``. Raises
-    :class:`NotARunDir` for a path that neither is nor holds a run directory, and
-    :class:`UnsafeOutput` for an ``out`` that is a symlink or a file.
-    """
+    """Read the runs under ``paths`` and write the figures and ``report.md`` into ``out``; a run
+    whose records cannot be read is left out and named in ``Report.skipped``."""
     out = output_dir(out)
     skipped: list[UnreadableRun] = []
     runs = load_runs(paths, group_by, skipped)
@@ -112,8 +81,6 @@ def build_report(paths: Iterable[str | Path], out: str | Path, group_by: Sequenc
 
 
 def _line_figures(report: Report, crafter: list[Run], bin_frames: int | None) -> None:
-    """Achievements, each game's progress metric, the collapse diagnostics and the coverage
-    over frames."""
     runs, out = report.runs, report.out
     per_point = f"\n({episodes_per_point(runs)})"
     lines = {
@@ -155,7 +122,6 @@ def episodes_per_point(runs: list[Run], what: str = "point") -> str:
 
 
 def _return_figures(report: Report, optimised: list[Run]) -> None:
-    """Return against episodes of the LLM optimisers' runs, per game."""
     for game in dict.fromkeys(r.game for r in optimised):
         played = [r for r in optimised if r.game is game]
         label = game.label or game.name.capitalize()
@@ -171,7 +137,6 @@ def _return_figures(report: Report, optimised: list[Run]) -> None:
 
 
 def _rate_figures(report: Report) -> None:
-    """Each achievement's success rate per method, in evaluation and in training."""
     for kind in ("eval", "train"):
         rates = {s.method: getattr(s, f"{kind}_rates") for s in report.scores}
         rates = {m: r for m, r in rates.items() if r}

@@ -1,9 +1,5 @@
-"""What the figures and tables show, computed from runs: curves over frames with their spread
-over seeds, success rates and Crafter scores, LM usage and Housekeep success.
-
-Every quantity is first computed per run, then summarised over the runs of a method (mean,
-standard deviation with ddof=0, min, max and the number of runs behind each point).
-"""
+"""What the figures and tables show, computed per run, then summarised over a method's runs
+(mean, std with ddof=0, min, max and the runs behind each point)."""
 
 from __future__ import annotations
 
@@ -36,9 +32,8 @@ class Curve:
 
 
 def by_method(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """Runs grouped by method, methods in order of first appearance, each method's runs in seed
-    order (runs without a seed last), so that per-seed values read alike however the paths were
-    given."""
+    """Runs grouped by method, each in seed order, so that per-seed values read alike however
+    the paths were given."""
     groups: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         groups[run.method].append(run)
@@ -72,8 +67,6 @@ def pooling_warnings(runs: Sequence[Run]) -> list[str]:
 
 
 def curves(runs: Sequence[Run], points: Callable[[Run], Points]) -> list[Curve]:
-    """One :class:`Curve` per method from each run's ``points``; methods with no points are left
-    out."""
     out = []
     for method, group in by_method(runs).items():
         per_run = {run.name: points(run) for run in group}
@@ -104,8 +97,7 @@ def _by_frame(episodes: Sequence[Mapping[str, float]]) -> dict[int, list[Mapping
 
 
 def eval_achievements(run: Run) -> Points:
-    """Achievements unlocked per evaluation episode, averaged per evaluation (eval/stats.jsonl;
-    eval.csv ``episode_reward`` when the episodes carry no frame)."""
+    """Achievements unlocked per evaluation episode, averaged per evaluation."""
     groups = _by_frame(run.eval_episodes)
     if groups:
         return {f: float(np.mean([unlocked(ep) for ep in eps])) for f, eps in groups.items()}
@@ -114,8 +106,7 @@ def eval_achievements(run: Run) -> Points:
 
 
 def train_achievements(bin_frames: int | None = None) -> Callable[[Run], Points]:
-    """Achievements unlocked per training episode (train/stats.jsonl), averaged over bins of
-    ``bin_frames`` frames (default: the run's ``eval_every_frames``) labelled by their end."""
+    """Achievements unlocked per training episode, averaged over bins labelled by their end."""
 
     def points(run: Run) -> Points:
         width = int(bin_frames or cfg_get(run.config, "eval_every_frames"))
@@ -137,20 +128,18 @@ def last_eval_episodes(run: Run, last_evals: int = 1) -> list[Mapping[str, float
 
 @dataclass
 class MethodScores:
-    """Per-method table row: per-run values and their mean/std over runs."""
-
     method: str
     runs: list[str]
     seeds: list[int | None]
     frames: list[int]
     eval_frames: list[int]                    # frame of each run's last evaluation
-    eval_achievements: list[float]            # per run: mean achievements/episode, last evals
-    eval_score: list[float]                   # per run: Crafter score (%), last evals
-    train_score: list[float]                  # per run: Crafter score (%), all train episodes
-    eval_rates: dict[str, float]              # mean over runs, last evals, percent
-    train_rates: dict[str, float]             # mean over runs, all train episodes, percent
-    eval_episodes: list[int]                  # per run: episodes in the last evaluations
-    train_episodes: list[int]                 # per run: training episodes
+    eval_achievements: list[float]
+    eval_score: list[float]                   # Crafter score (%)
+    train_score: list[float]
+    eval_rates: dict[str, float]              # mean over runs, percent
+    train_rates: dict[str, float]
+    eval_episodes: list[int]
+    train_episodes: list[int]
     # single-task runs: per run, % of the last evaluations' episodes that did the whole task
     eval_task_success: list[float] = field(default_factory=list)
 
@@ -159,9 +148,8 @@ class MethodScores:
 
 
 def scores(runs: Sequence[Run], last_evals: int = 1) -> list[MethodScores]:
-    """Crafter score and success rates per method: of the episodes of each run's last
-    ``last_evals`` evaluations, and of all its training episodes (Crafter's own protocol); runs
-    with no episodes of a kind are left out of that kind's numbers."""
+    """Crafter score and success rates per method, of the last evaluations and of all training
+    episodes (Crafter's own protocol)."""
     out = []
     for method, group in by_method([r for r in runs if r.has_data]).items():
         ev = [(r, last_eval_episodes(r, last_evals)) for r in group]
@@ -190,15 +178,13 @@ def _mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {name: float(np.mean([r[name] for r in rates])) for name in SCORED.achievements}
 
 
-# ---------------------------------------------------------------------------------- LM usage
 LM_COUNTERS = ("queries", "api_calls", "cache_hits", "cache_misses", "prompt_tokens",
                "completion_tokens", "dollars")
 
 
 def lm_totals(run: Run) -> tuple[int, dict[str, float]]:
-    """(frames covered, totals of the cumulative ``lm.csv`` counters). A resumed run counts on
-    from its snapshot's counters; run dirs of earlier versions restart them at 0, and a drop in
-    ``queries`` marks such a restart: the totals add up the parts."""
+    """(frames covered, totals of ``lm.csv``): older run dirs restart the counters at 0 on
+    resume, so a drop in ``queries`` starts a part and the totals add up the parts."""
     rows = run.csvs.get("lm", [])
     if not rows:
         return 0, {}
@@ -216,8 +202,7 @@ def lm_totals(run: Run) -> tuple[int, dict[str, float]]:
 
 @dataclass
 class LMUsage:
-    """Per-method LM cost, per 1M frames, summed over runs (``cache_hit_rate`` is None when no
-    query went to a language model, e.g. the rule-based oracle)."""
+    """Per-method LM cost, per 1M frames, summed over runs."""
 
     method: str
     runs: int
@@ -260,7 +245,6 @@ def lm_usage(runs: Sequence[Run]) -> list[LMUsage]:
     return out
 
 
-# ---------------------------------------------------- collapse and exploration diagnostics
 COLLAPSE = ("action_entropy", "top_action_share", "noop_share")
 EXPLORATION = ("coverage", "distinct_captions")  # logged by runs since they were added
 DIAGNOSTICS = COLLAPSE + EXPLORATION
@@ -269,9 +253,7 @@ TRAIN_TAIL = 0.1  # the training episodes the diagnostics table reads: the run's
 
 @dataclass
 class MethodDiagnostics:
-    """How varied a method's actions are and how much of the world it reaches: per run, the
-    mean of each diagnostic over its ``last_evals`` latest evaluations and over its last 10% of
-    training episodes."""
+    """How varied a method's actions are and how much of the world it reaches, per run."""
 
     method: str
     eval: dict[str, list[float]] = field(default_factory=dict)  # diagnostic -> one per run
@@ -287,8 +269,6 @@ def _tail_mean(rows: Sequence[Mapping[str, float]], key: str, count: int) -> flo
 
 
 def diagnostics(runs: Sequence[Run], last_evals: int = 1) -> list[MethodDiagnostics]:
-    """The collapse and exploration diagnostics of each method's runs that log them (older
-    runs do not)."""
     out = []
     for method, group in by_method([r for r in runs if r.has_data]).items():
         row = MethodDiagnostics(method)
@@ -306,10 +286,8 @@ def diagnostics(runs: Sequence[Run], last_evals: int = 1) -> list[MethodDiagnost
     return out
 
 
-# ---------------------------------------------------------------- a game's own progress metric
 def metric_key(run: Run, metric: str) -> str | None:
-    """The logged ``<namespace>/<metric>`` column of a run (eval namespace first, then the
-    game's own, then train; an exact name before one that merely contains it); None if none."""
+    """The logged ``<namespace>/<metric>`` column of a run, eval first, exact names first."""
     order = ("eval", run.game.name, "train")
     spaces = sorted(run.csvs, key=lambda ns: (order + (ns,)).index(ns))
     columns = [(ns, key) for ns in spaces for key in dict.fromkeys(k for r in run.csvs[ns] for k in r)]
@@ -321,7 +299,6 @@ def metric_key(run: Run, metric: str) -> str | None:
 
 
 def metric_curve(metric: str) -> Callable[[Run], Points]:
-    """A run's points of ``metric`` (see :func:`metric_key`), for :func:`curves`."""
 
     def points(run: Run) -> Points:
         key = metric_key(run, metric)
@@ -333,11 +310,8 @@ def metric_curve(metric: str) -> Callable[[Run], Points]:
     return points
 
 
-# ------------------------------------------------------------- return against episodes
 def episode_curve(namespace: str) -> Callable[[Run], Points]:
-    """A run's ``return`` against ``episodes`` (training episodes played so far) from the rows
-    of ``<namespace>.csv`` that have both: ``iteration`` (each setting or rollout an optimiser
-    tried) or ``eval`` (its evaluations), for :func:`curves`."""
+    """A run's ``return`` against ``episodes`` from ``<namespace>.csv``'s rows that have both."""
 
     def points(run: Run) -> Points:
         return {int(r["episodes"]): r["return"] for r in run.csvs.get(namespace, [])
@@ -348,14 +322,12 @@ def episode_curve(namespace: str) -> Callable[[Run], Points]:
 
 @dataclass
 class ReturnScores:
-    """Per-method row of the return table: per-run values and their summary over runs."""
-
     method: str
     runs: list[str]
-    episodes: list[int]              # per run: training episodes played
-    best_return: list[float]         # per run: the highest return of one iteration
-    eval_return: list[float]         # per run: the last evaluation's mean return
-    eval_success: list[float]        # per run: the last evaluation's success rate
+    episodes: list[int]              # per run
+    best_return: list[float]         # the highest return of one iteration
+    eval_return: list[float]         # the last evaluation's
+    eval_success: list[float]
 
     def as_dict(self) -> dict:
         return asdict(self)

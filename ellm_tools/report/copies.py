@@ -22,8 +22,7 @@ RECORD_FILES: tuple[str, ...] = ("config.json", "*.csv", "train/stats.jsonl", "e
 
 
 def output_dir(path: str | Path) -> Path:
-    """``path`` made a directory for the report to write into; a symlink there (which would
-    send the report's files where it points) or a file is refused."""
+    """``path`` made a directory for the report to write into; a symlink or a file is refused."""
     path = Path(path)
     if path.is_symlink():
         raise UnsafeOutput(f"{str(path)!r} is a symlink: the report writes only into a directory "
@@ -35,12 +34,8 @@ def output_dir(path: str | Path) -> Path:
 
 
 def copy_records(runs: Iterable[Run], dest: str | Path) -> list[Path]:
-    """Copy each run's records (:data:`RECORD_FILES`) into a new ``dest/<method>_seed<k>`` (a
-    suffix keeps apart two runs of one method and seed, and a copy an earlier report made), so
-    that a report can be rebuilt from the copies once the run directories are gone: ``python -m
-    ellm_tools.report DEST``. Nothing under ``dest`` is replaced or deleted: a run already
-    under it, or whose records an earlier copy already holds unchanged, is reported from that
-    copy. Returns the copies' directories."""
+    """Copy each run's records into a new ``dest/<method>_seed<k>``, so that a report can be
+    rebuilt once the run directories are gone; nothing under ``dest`` is replaced or deleted."""
     dest = output_dir(dest)
     runs = list(runs)
     kept = {id(r) for r in runs if dest.resolve() in r.path.resolve().parents}
@@ -74,7 +69,6 @@ def _exists(path: Path) -> bool:
 
 
 def _records(run_dir: Path) -> dict[Path, Path]:
-    """The run's record files (no links) by their path relative to it."""
     return {source.relative_to(run_dir): source for pattern in RECORD_FILES
             for source in sorted(run_dir.glob(pattern)) if inside(run_dir, source)}
 
@@ -89,7 +83,6 @@ def _same_records(run_dir: Path, copy: Path) -> bool:
 
 
 def safe_name(label: str, limit: int = 80) -> str:
-    """A directory name made from a run's label (its records' words): letters, digits and
-    ``._-`` only, never starting with a dot, at most ``limit`` characters."""
+    """A directory name made from a run's label (its records' words), never starting with a dot."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", label)[:limit].strip(".-")
     return name or "run"

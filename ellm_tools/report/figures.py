@@ -40,9 +40,8 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
                 xlabel: str = "frames", integer_x: bool = False) -> Path:
-    """Mean over runs per method, shaded mean +- std; ``path`` (.png) and its .json.
-    ``integer_x``: whole-number ticks (episodes). Curves that all sit at one x (evaluation-only
-    runs) are drawn as one bar per method instead: a line needs two x values."""
+    """Mean over runs per method, shaded mean +- std; curves at one x are bars: a line needs
+    two x values."""
     if len({x for curve in curves for x in curve.frames}) == 1:
         return _one_x_figure(path, curves, title, ylabel, xlabel)
     plt = _pyplot()
@@ -71,7 +70,6 @@ def line_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
 
 def _one_x_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
                   xlabel: str) -> Path:
-    """One bar per method, +- std, for curves that each hold one point at the same x."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(curves) + 2), 4.2))
     x = np.arange(len(curves))
@@ -90,7 +88,6 @@ def _one_x_figure(path: Path, curves: Sequence[Curve], title: str, ylabel: str,
 
 def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mapping[str, float]],
                title: str, ylabel: str, n_runs: Mapping[str, int]) -> Path:
-    """Grouped bars: one group per category, one bar per method (``series[method][category]``)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * len(categories)), 4.5))
     width = 0.8 / max(len(series), 1)
@@ -108,7 +105,6 @@ def bar_figure(path: Path, categories: Sequence[str], series: Mapping[str, Mappi
 
 
 def fitted_title(title: str, fig_width: float) -> str:
-    """``title`` wrapped to lines that fit a figure ``fig_width`` inches wide at 12 pt."""
     width = max(20, int(fig_width * 10))
     return "\n".join(textwrap.fill(line, width) for line in title.splitlines())
 

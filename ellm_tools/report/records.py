@@ -1,8 +1,5 @@
-"""Bounded readers of a run's records (``config.json``, the CSVs, ``stats.jsonl``).
-
-A run directory may come from anyone. What its records hold is kept to what the loggers write;
-a file the report cannot read raises :class:`UnreadableRun` naming the file and line, and the
-report skips that run and builds the rest.
+"""Bounded readers of a run's records (``config.json``, the CSVs, ``stats.jsonl``): a run
+directory may come from anyone, so a file the report cannot read skips that run, not the report.
 """
 
 from __future__ import annotations
@@ -19,11 +16,9 @@ from typing import Any
 MAX_FILE_BYTES = 256 * 2**20
 # Frames, episodes and seeds: exact as floats, and within numpy's int64.
 MAX_COUNT = 2**53
-# Config keys the report turns into integers, with their least valid value; a key missing from
-# an older run's config reads as its default (runs.DEFAULTS).
+# Config keys the report turns into integers, with their least valid value.
 CONFIG_COUNTS: dict[str, int] = {"seed": -MAX_COUNT, "num_train_frames": 0,
                                  "eval_every_frames": 1, "num_train_episodes": 0}
-# CSV columns the report turns into integers.
 CSV_COUNTS = ("frame", "episodes")
 
 Row = dict[str, float]
@@ -42,7 +37,6 @@ class UnreadableRun(ValueError):
 
     @property
     def short(self) -> str:
-        """The message with the file named as the report names runs (no machine paths)."""
         if self.run is None or self.run not in self.file.parents:
             return f"{self.file.name}{self._at()}: {self.why}"
         name = f"{self.run.parent.name}/{self.run.name}/{self.file.relative_to(self.run)}"
@@ -60,7 +54,6 @@ def read_text(path: Path) -> str:
 
 
 def number(value: Any) -> float | None:
-    """``value`` as a finite float, or None (empty cells, words, NaN, infinities)."""
     if isinstance(value, bool):
         return None
     try:
@@ -99,8 +92,7 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def read_csv(path: Path) -> list[Row]:
-    """Rows of a logger CSV as floats: empty, NaN and infinite cells left out, rows without a
-    frame dropped, a torn last line (a run still writing) dropped."""
+    """Rows of a logger CSV as floats; a torn last line (a run still writing) is dropped."""
     text = read_text(path)
     if text and not text.endswith("\n"):
         text = text[:text.rfind("\n") + 1]
@@ -134,8 +126,7 @@ def _row(path: Path, line: int, header: list[str], values: list[str]) -> Row:
 
 
 def read_episodes(path: Path) -> list[dict[str, float]]:
-    """The episodes of a ``stats.jsonl``: each line's object, its finite numbers only; lines
-    that are not objects (a torn line, anything else) are dropped."""
+    """The episodes of a ``stats.jsonl``, finite numbers only; torn lines are dropped."""
     episodes = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
@@ -158,8 +149,7 @@ def read_episodes(path: Path) -> list[dict[str, float]]:
 
 
 def _line_of(text: str, key: str) -> int | None:
-    """The line of the top-level ``"key":`` in a JSON text (the least indented), to point the
-    reader at it."""
+    """The line of the top-level ``"key":`` in a JSON text, to point the reader at it."""
     found = []
     for match in re.finditer(rf'"{re.escape(key)}"\s*:', text):
         start = text.rfind("\n", 0, match.start()) + 1

@@ -46,9 +46,7 @@ _MARKUP = re.compile(r"([\\`*\[\]#|~$])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 
 
 def md(label: object) -> str:
-    """A label from a run's records as plain Markdown text: on one line, its HTML and Markdown
-    characters escaped (an ``_`` inside a word stays: it marks nothing there), and nothing at
-    its start that would open a list item."""
+    """A label from a run's records as plain Markdown text, on one line, nothing in it markup."""
     text = _CONTROL.sub(" ", str(label)).strip()
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKUP.sub(lambda m: "\\" + m.group(0), text)
@@ -72,8 +70,7 @@ def code(label: object, in_table: bool = True) -> str:
 
 
 def _ms(values: Sequence[float], digits: int = 2) -> str:
-    """``mean ± std (n)``; with at most :data:`SHOWN_RUNS` runs each run's value follows the
-    count, since a std of two or three runs says little alone (of two, it is half their gap)."""
+    """``mean ± std (n)``, each run's value after it when few: a std of two says little alone."""
     if not values:
         return "–"
     if len(values) == 1:
@@ -99,7 +96,6 @@ def _seeds(seeds: Sequence[int | None]) -> str:
 
 
 def evals_label(last_evals: int) -> str:
-    """``last eval`` or ``last K evals``: which evaluations the eval columns pool."""
     return "last eval" if last_evals == 1 else f"last {last_evals} evals"
 
 
@@ -120,9 +116,7 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def score_table(rows: Sequence[MethodScores], last_evals: int = 1) -> list[str]:
-    """The headline table; with single-task runs among the rows, their task's success rate
-    first (their headline: a finetuned or guided run is trained for its task, not for
-    achievements)."""
+    """The headline table; single-task runs' task success first: they are trained for it."""
     tasks = any(s.eval_task_success for s in rows)
     columns = score_columns(last_evals)
     if tasks:
@@ -153,8 +147,6 @@ def return_table(rows: Sequence[ReturnScores]) -> list[str]:
 
 def diagnostics_table(rows: Sequence[MethodDiagnostics],
                       keys: Sequence[str] = COLLAPSE) -> list[str]:
-    """One row per method with any of ``keys``: each key over evaluation, then training
-    episodes."""
     rows = [r for r in rows if any(k in r.eval or k in r.train for k in keys)]
     columns = ("method", *(f"eval {k.replace('_', ' ')}" for k in keys),
                *(f"train {k.replace('_', ' ')}" for k in keys))
@@ -163,8 +155,7 @@ def diagnostics_table(rows: Sequence[MethodDiagnostics],
 
 
 def metrics_table(runs: Sequence[Run], metrics: Sequence[str], last_evals: int) -> list[str]:
-    """Per method, each logged evaluation metric averaged over the last ``last_evals``
-    evaluations of each run (rows with no metric logged are left out)."""
+    """Per method, each logged evaluation metric averaged over the last evaluations."""
     rows = []
     for method, group in by_method(runs).items():
         cells = []
@@ -255,7 +246,6 @@ def _returns(report: Report) -> list[str]:
 
 
 def _diagnostics(report: Report) -> list[str]:
-    """The collapse section, then the exploration one (for runs that log coverage)."""
     if not report.diagnostics:
         return []
     span = (f"eval: {evals_label(report.last_evals)}, train: the run's last 10% of training "

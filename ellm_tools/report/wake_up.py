@@ -1,9 +1,5 @@
 """``python -m ellm_tools.report.wake_up RUN_DIR... --last-evals K``: each method's achievements
 per evaluation episode with and without ``achievement_wake_up``, from the runs' eval/stats.jsonl.
-
-A run's value is the mean over the episodes of its K latest evaluations, pooled (as the report's
-score table pools them); a method's is the mean and population std (ddof=0) over its runs, the
-runs' values beside it in seed order. ``--curve`` lists each evaluation's value per run instead.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ WAKE_UP = "achievement_wake_up"
 
 
 def without_wake_up(episode: Mapping[str, float]) -> int:
-    """Achievements unlocked in an episode, ``wake_up`` left out."""
     return unlocked(episode) - int(episode.get(WAKE_UP, 0) > 0)
 
 
@@ -58,7 +53,6 @@ def table(runs: Sequence[Run], last_evals: int) -> list[str]:
 
 
 def curve(runs: Sequence[Run]) -> list[str]:
-    """One line per run: each evaluation's frame, then its means with and without wake_up."""
     lines = []
     for run in runs:
         frames = sorted({int(ep["frame"]) for ep in run.eval_episodes if "frame" in ep})
