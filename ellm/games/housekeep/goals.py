@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ellm.goals import SuggestedGoals
 from ellm.lm import LMSpec, build_client, parse_lm_spec
 from ellm.lm.base import truncate
 from ellm.reward import Scored, StepData
@@ -183,35 +184,21 @@ class HousekeepReward:
         return 0.0, None
 
 
-class HousekeepGoals:
+class HousekeepGoals(SuggestedGoals):
     """Housekeep's goal source: the suggester's placements for ``info["view"]``."""
 
     def __init__(self, suggester: HousekeepSuggester):
-        self.suggester = suggester
-        self.goals: list[str] = []
-
-    def reset(self, obs: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
-        self.suggester.reset()
-        return self.observe(obs, info)
+        super().__init__(suggester, lambda obs, info: info["view"])
 
     def observe(self, obs: Mapping[str, Any], info: Mapping[str, Any],
                 achieved: Sequence[str] = ()) -> list[str]:
-        for goal in achieved:  # not suggested again this episode (novelty bonus)
-            self.suggester.mark_achieved(goal)
         if achieved and info["event"].kind == PLACE and info["transition_caption"] in achieved:
             # the suggested place just achieved put its object away
             self.suggester.mark_object_done(info["view"], info["event"].obj)
-        self.goals = self.suggester.suggest(info["view"])
-        return self.goals
-
-    def metrics(self) -> dict[str, float]:
-        return self.suggester.metrics()
+        return super().observe(obs, info, achieved)
 
     def answering_client(self) -> Any:
         return getattr(self.suggester.answerer, "client", None)
-
-    def close(self) -> None:
-        self.suggester.close()
 
 
 class HousekeepGoalReward:
