@@ -15,7 +15,7 @@ try:
     from omegaconf import DictConfig, OmegaConf
 
     from ellm.checkpoint import SNAPSHOT_NAME
-    from ellm.conf import CONF_DIR, GROUPS, resumes
+    from ellm.conf import GROUPS, group_dir, resumes
     from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
 except ModuleNotFoundError as missing:  # the system python, not the project's venv
     sys.exit(f"error: {sys.executable} has no {missing.name!r}: run .venv/bin/python train.py "
@@ -38,7 +38,7 @@ OmegaConf.register_new_resolver("ellm_run_dir", _run_dir, replace=True)
 def help_text() -> str:
     """``--help``: our groups and every documented key, without Hydra's directory scan."""
     groups = "\n".join(
-        f"  {group}: {', '.join(sorted(p.stem for p in (CONF_DIR / group).glob('*.yaml')))}"
+        f"  {group}: {', '.join(sorted(p.stem for p in group_dir(group).glob('*.yaml')))}"
         for group in GROUPS)
     return f"""usage: python train.py [key=value ...] [group=option ...] [-m key=a,b ...]
 
@@ -97,12 +97,14 @@ def check_before_hydra(argv: list[str]) -> list[str]:
     from ellm.checkpoint import CheckpointError
     from ellm.config import ConfigError, check_added_keys, validate
     from ellm.craftax.options import check_overrides, is_craftax, parse_spec
+    from ellm.method import check_agent_alias
 
     logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
     try:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             argv = plus_on_existing(argv, compose)
             for overrides in _job_overrides(argv):
+                check_agent_alias(overrides)
                 cfg = compose_job(overrides, compose)
                 blank = blank or key_from_config_file(cfg)
                 check_added_keys(cfg, added_keys(overrides, compose))

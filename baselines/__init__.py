@@ -1,2 +1,2 @@
 """Intrinsic-motivation baselines (RND, NovelD, APT): reward plug-ins of ELLM's DQN, chosen
-with ``agent=rnd|noveld|apt`` or the original ``agent._target_`` (docs/baselines.md)."""
+with ``method=rnd|noveld|apt`` (aliases ``agent=rnd|noveld|apt``) or the original ``agent._target_`` (docs/baselines.md)."""

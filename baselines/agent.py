@@ -18,7 +18,7 @@ from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative, numbe
 
 @dataclass(frozen=True)
 class IntrinsicOptions(AgentOptions):
-    """The ``agent`` keys every intrinsic-reward baseline adds (``agent/rnd.yaml``)."""
+    """The ``agent`` keys every intrinsic-reward baseline adds (``ellm/method/rnd.yaml``)."""
 
     use_language: bool | str = boolean_or_auto("auto")
     language_weight: float = non_negative(0.5)

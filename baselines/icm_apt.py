@@ -1,4 +1,4 @@
-"""APT on an ICM representation (ELLM.md section 6, docs/baselines.md): ``agent=apt``.
+"""APT on an ICM representation (ELLM.md section 6, docs/baselines.md): ``method=apt``.
 The encoder learns from the inverse model only (the forward loss reads it through a
 stop-gradient), so it keeps what the actions change and cannot collapse to zero that loss."""
 

@@ -1,4 +1,4 @@
-"""RND and NovelD (ELLM.md section 6, docs/baselines.md): ``agent=rnd`` / ``agent=noveld``.
+"""RND and NovelD (ELLM.md section 6, docs/baselines.md): ``method=rnd`` / ``method=noveld``.
 NovelD takes err(s') and err(s) from the same networks, so both lie in one feature space."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class RND:
 
 @dataclass(frozen=True)
 class RNDOptions(IntrinsicOptions):
-    """The ``agent`` keys of RND and NovelD (``agent/rnd.yaml``)."""
+    """The ``agent`` keys of RND and NovelD (``ellm/method/rnd.yaml``)."""
 
     noveld: bool = boolean(False)
     noveld_alpha: float = non_negative(1.0)

@@ -19,7 +19,7 @@ from ellm.games import Game
 from ellm.goals import Goals
 from ellm.inputs import AgentInputs
 from ellm.lm import LMSpec
-from ellm.methods import Method
+from ellm.method import Method
 from ellm.reward import GameReward, StepReward
 from ellm.rollout import Rollout
 

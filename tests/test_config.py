@@ -23,7 +23,14 @@ from ellm.config import (
     validate,
 )
 from ellm.games import GAMES, find_game
-from ellm.methods import METHODS, resolve_method
+from ellm.method import (
+    AGENT_ALIASES,
+    CRAFTAX_METHODS,
+    METHODS,
+    TORCH_METHODS,
+    check_agent_alias,
+    resolve_method,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +146,7 @@ def test_each_env_name_finds_exactly_one_game():
     (("use_goal=True", "use_language_state=sbert"), "ellm"),
     (("method=ellm", "use_goal=False", "use_language_state=null"), "ellm-pixels"),
     # The method group, every method by name.
-    *(((f"method={name}",), name) for name in METHODS),
+    *(((f"method={name}",), name) for name in TORCH_METHODS),
     # The original's spellings, a fixed table.
     (("env_spec.lm_spec.lm_class=BaselineModel",), "novelty"),
     (("agent=rnd",), "rnd"),
@@ -154,6 +161,9 @@ def test_each_env_name_finds_exactly_one_game():
     (("agent.train_eps_min=1", "agent.train_eps_max=1", "agent.eval_eps=1"), "ellm-pixels"),
     # A spelling that agrees with the method is no conflict.
     (("method=rnd", "agent=rnd"), "rnd"),
+    # NovelD is RND's agent with a flag, as the docs spell it.
+    (("agent=rnd", "agent.noveld=True"), "noveld"),
+    (("method=rnd", "agent.noveld=True"), "noveld"),
     (("method=rnd", "env_spec.name=CrafterReward-v1"), "rnd"),
 ])
 def test_the_method_is_the_one_chosen_or_spelled(overrides, method):
@@ -162,14 +172,49 @@ def test_the_method_is_the_one_chosen_or_spelled(overrides, method):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (("method=rnd", "agent=apt"), "method=rnd contradicts agent._target_="),
+    (("method=rnd", "agent._target_=baselines.icm_apt.ICMAPTAgent"),
+     "method=rnd contradicts agent._target_="),
     (("method=random", "env_spec.lm_spec.lm_class=BaselineModel"),
      "method=random contradicts env_spec.lm_spec.lm_class='BaselineModel'"),
-    (("method=extrinsic", "agent=rnd"), "which is the spelling of method=rnd"),
+    (("method=extrinsic", "agent._target_=baselines.rnd.RNDAgent"),
+     "which is the spelling of method=rnd"),
 ])
 def test_a_spelling_that_contradicts_the_method_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(config(*overrides))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("method=rnd", "agent=apt"), "agent=apt contradicts method=rnd"),
+    (("agent=rnd", "method=extrinsic"), "agent=rnd contradicts method=extrinsic"),
+    (("agent=dqn", "method=noveld"), "agent=dqn contradicts method=noveld"),
+])
+def test_an_agent_alias_that_contradicts_the_method_is_refused(overrides, message):
+    # Hydra would keep the command line's method and drop the alias without a word.
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_agent_alias(overrides)
+
+
+@pytest.mark.parametrize("overrides", [("agent=rnd",), ("agent=rnd", "method=rnd"),
+                                       ("agent=dqn", "method=ellm"), ("method=apt",)])
+def test_an_agent_alias_that_agrees_is_taken(overrides):
+    check_agent_alias(overrides)
+
+
+@pytest.mark.parametrize("name", AGENT_ALIASES)
+def test_an_agent_alias_composes_its_method_exactly(name):
+    assert config(f"agent={name}") == config(f"method={name}")
+
+
+def test_every_method_has_its_config_beside_the_registry_and_one_engine_at_least():
+    import ellm.method
+    from ellm.conf import group_dir
+
+    assert group_dir("method") == Path(ellm.method.__file__).parent
+    assert {p.stem for p in group_dir("method").glob("*.yaml")} == set(METHODS)
+    assert set(TORCH_METHODS) | set(CRAFTAX_METHODS) == set(METHODS)
+    for name in METHODS:
+        assert config(f"method={name}").method == name
 
 
 def test_method_ellm_alone_is_the_papers_goal_conditioned_agent():

@@ -93,7 +93,7 @@ def test_the_sandbox_is_one_package_that_imports_no_task():
 
 
 def test_the_method_pieces_that_need_no_game_load_none():
-    code = ("import sys, ellm.rollout, ellm.reward, ellm.goals, ellm.methods, ellm.lm; "
+    code = ("import sys, ellm.rollout, ellm.reward, ellm.goals, ellm.method, ellm.lm; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {GAMES!r}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout

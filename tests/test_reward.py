@@ -213,7 +213,7 @@ def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward
 
     from ellm.build import goal_source, rollout_parts
     from ellm.config import validate
-    from ellm.methods import Method
+    from ellm.method import Method
 
     with initialize_config_dir(str(ROOT), version_base="1.3"):
         cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2"])

@@ -29,7 +29,7 @@ from ellm.checkpoint import seed_everything
 from ellm.collect import EpisodeEnd
 from ellm.games import EpisodeCounted, find_game
 from ellm.lm import LMSpec
-from ellm.methods import Method
+from ellm.method import Method
 from ellm.timing import Timer
 
 log = logging.getLogger(__name__)

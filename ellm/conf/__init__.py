@@ -7,8 +7,12 @@ from pathlib import Path
 CONF_DIR = Path(__file__).parent
 """The groups' directory (``train.py --help`` lists its options without Hydra's scan)."""
 
-GROUPS = ("agent", "method", "preset")
-"""The config groups, each a directory here."""
+GROUPS = ("method", "agent", "preset")
+"""The config groups: ``method/`` is ``ellm/method/`` (beside its registry), the rest are here."""
+
+
+def group_dir(group: str) -> Path:
+    return CONF_DIR.parent / "method" if group == "method" else CONF_DIR / group
 
 
 def resumes(snapshot_path: object, finetune_snapshot: object) -> bool:

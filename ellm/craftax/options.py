@@ -10,22 +10,10 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
+from ellm.method import AGENT_ALIASES, CRAFTAX_METHODS, METHODS, TORCH_METHODS
 from ellm.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
 
 ENV_IDS: Final = ("Craftax-Classic-v1", "Craftax-Classic-v2")
-# Method name -> (goal source, bonus, extrinsic weight, learns). "ellm"'s goal source is the
-# oracle or the LLM, as env_spec.lm_spec.lm_class says.
-METHODS: Final = {
-    "ellm": ("lm", None, 0.0, True),
-    "novelty": ("novelty", None, 0.0, True),
-    "rnd": (None, "rnd", 0.0, True),
-    "noveld": (None, "noveld", 0.0, True),
-    "e3b": (None, "e3b", 0.0, True),
-    "extrinsic": (None, None, 1.0, True),
-    "zero": (None, None, 0.0, True),
-    "random": (None, None, 0.0, False),
-}
-TORCH_ONLY_METHODS: Final = ("apt",)
 # Keys the Craftax engine has no use for (pixels, replay, actors, the DQN, torch itself).
 TORCH_KEYS: Final = (
     "frame_stack", "nstep", "batch_size", "replay_buffer_size", "replay_buffer_num_workers",
@@ -66,16 +54,17 @@ def check_overrides(overrides: list[str], cfg: DictConfig) -> None:
     craftax = is_craftax(cfg)
     name = OmegaConf.select(cfg, "env_spec.name")
     for override in overrides:
-        key = override.partition("=")[0]
+        key, _, value = override.partition("=")
+        if key == "agent" and value in AGENT_ALIASES:
+            continue
         why = engine_key_error(key, craftax, name)
         if why:
             raise ConfigError(why)
     method = OmegaConf.select(cfg, "method")
-    if craftax and method in TORCH_ONLY_METHODS:
+    if craftax and method in set(TORCH_METHODS) - set(CRAFTAX_METHODS):
         raise ConfigError(f"method={method} runs on the torch engine only; the Craftax engine "
-                          f"trains {', '.join(METHODS)}")
-    if not craftax and method in set(METHODS) - {"ellm", "novelty", "rnd", "noveld",
-                                                 "extrinsic", "random"}:
+                          f"trains {', '.join(CRAFTAX_METHODS)}")
+    if not craftax and method in set(CRAFTAX_METHODS) - set(TORCH_METHODS):
         raise ConfigError(f"method={method} runs on the Craftax engine only "
                           "(env_spec.name=Craftax-Classic-v1 or -v2)")
 
@@ -136,9 +125,9 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
         raise ConfigError(f"env_spec.name={env_id!r} is invalid: the Craftax engine runs "
                           f"{', '.join(ENV_IDS)}")
     method = OmegaConf.select(cfg, "method", default="ellm")
-    if method not in METHODS:
+    if method not in CRAFTAX_METHODS:
         raise ConfigError(f"method={method!r} is invalid on the Craftax engine: expected one of "
-                          f"{', '.join(METHODS)}")
+                          f"{', '.join(CRAFTAX_METHODS)}")
     opts = parse(CraftaxOptions, cfg.craftax, "craftax.")
     seeds = cfg.get("seeds", 1)
     if not (isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= MAX_SEEDS):
@@ -162,7 +151,8 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
     if not (is_num(threshold) and -1 <= threshold < 1):
         raise ConfigError(f"env_spec.threshold={threshold!r} is invalid: expected a number in "
                           "[-1, 1)")
-    source, bonus, extrinsic, learns = METHODS[method]
+    parts, learns = METHODS[method].craftax, METHODS[method].learns
+    source, bonus, extrinsic = parts.goal_source, parts.bonus, parts.extrinsic_weight
     if source == "lm":
         lm_class = OmegaConf.select(cfg, "env_spec.lm_spec.lm_class")
         source = {"SimpleOracle": "oracle", "GPTLanguageModel": "llm",

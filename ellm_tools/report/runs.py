@@ -60,7 +60,7 @@ GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
 NOVELTY_CLASSES = frozenset({"BaselineModel", "BaselineLM", "BaselineHousekeep"})
 RANDOM = "Random actions"
 EXTRINSIC = "Extrinsic reward"
-# The ``method`` a run records in config.json (ellm.methods) and its label; ELLM runs are
+# The ``method`` a run records in config.json (ellm.method) and its label; ELLM runs are
 # labelled by the LM that answered (:func:`ellm_label`). Runs of versions before ``method=``
 # recorded ellm-oracle / ellm-llm / ellm-dummy, or nothing: they are read as before.
 METHOD_LABELS: dict[str, str] = {

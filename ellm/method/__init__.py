@@ -1,4 +1,5 @@
-"""The methods a run can train, by name; the original's spellings name them too."""
+"""Every method a run can train, for both engines: this registry, and beside it each method's
+config (``method=<name>``, ``<name>.yaml``). The original's spellings name them too."""
 
 from __future__ import annotations
 
@@ -19,8 +20,15 @@ def no_rewards(cfg: DictConfig) -> Sequence[StepReward]:
 
 
 @dataclass(frozen=True)
+class CraftaxParts:
+    goal_source: str | None  # "lm" (the oracle or an LLM, by lm_class) or "novelty"
+    bonus: str | None
+    extrinsic_weight: float  # of Craftax's reward unless craftax.extrinsic_weight is set
+
+
+@dataclass(frozen=True)
 class Method:
-    """What the training loop does for a method."""
+    """What the training loops do for a method (``torch``/``craftax``: the engines that train it)."""
 
     name: str
     goal_reward: bool
@@ -28,6 +36,8 @@ class Method:
     learns: bool = True
     # Per-step rewards, new for each rollout (module-level: actors receive the Method pickled).
     rewards: Callable[[DictConfig], Sequence[StepReward]] = no_rewards
+    torch: bool = True
+    craftax: CraftaxParts | None = None
 
     def game_weight(self, cfg: DictConfig) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""
@@ -40,15 +50,27 @@ class Method:
 
 
 METHODS: Final = {
-    "ellm": Method("ellm", goal_reward=True, game_reward=False),
+    "ellm": Method("ellm", goal_reward=True, game_reward=False,
+                   craftax=CraftaxParts("lm", None, 0.0)),
     "ellm-pixels": Method("ellm-pixels", goal_reward=True, game_reward=False),
-    "novelty": Method("novelty", goal_reward=True, game_reward=False),
-    "rnd": Method("rnd", goal_reward=False, game_reward=False),
-    "noveld": Method("noveld", goal_reward=False, game_reward=False),
+    "novelty": Method("novelty", goal_reward=True, game_reward=False,
+                      craftax=CraftaxParts("novelty", None, 0.0)),
+    "rnd": Method("rnd", goal_reward=False, game_reward=False,
+                  craftax=CraftaxParts(None, "rnd", 0.0)),
+    "noveld": Method("noveld", goal_reward=False, game_reward=False,
+                     craftax=CraftaxParts(None, "noveld", 0.0)),
     "apt": Method("apt", goal_reward=False, game_reward=False),
-    "extrinsic": Method("extrinsic", goal_reward=False, game_reward=True),
-    "random": Method("random", goal_reward=False, game_reward=True, learns=False),
+    "e3b": Method("e3b", goal_reward=False, game_reward=False, torch=False,
+                  craftax=CraftaxParts(None, "e3b", 0.0)),
+    "extrinsic": Method("extrinsic", goal_reward=False, game_reward=True,
+                        craftax=CraftaxParts(None, None, 1.0)),
+    "zero": Method("zero", goal_reward=False, game_reward=False, torch=False,
+                   craftax=CraftaxParts(None, None, 0.0)),
+    "random": Method("random", goal_reward=False, game_reward=True, learns=False,
+                     craftax=CraftaxParts(None, None, 0.0)),
 }
+TORCH_METHODS: Final = tuple(name for name, m in METHODS.items() if m.torch)
+CRAFTAX_METHODS: Final = tuple(name for name, m in METHODS.items() if m.craftax)
 
 _RND_CLASSES: Final = ("baselines.rnd.RNDAgent",)
 _APT_CLASSES: Final = ("baselines.icm_apt.ICMAPTAgent",)
@@ -72,21 +94,41 @@ SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]
 )
 
 
+AGENT_ALIASES: Final = ("rnd", "noveld", "apt")  # agent=<name> is method=<name>
+
+
+def check_agent_alias(overrides: Sequence[str]) -> None:
+    """Refuse an agent alias beside a method that differs: Hydra would drop one silently."""
+    chosen = dict(o.partition("=")[::2] for o in overrides if "=" in o)
+    agent, method = chosen.get("agent"), chosen.get("method")
+    if agent is None or method is None or agent == method:
+        return
+    if agent in AGENT_ALIASES or (agent == "dqn" and method in AGENT_ALIASES):
+        raise ConfigError(f"agent={agent} contradicts method={method}: agent=rnd, noveld and "
+                          "apt are aliases of method=rnd, noveld and apt, each with its own "
+                          "agent; drop one of them")
+
+
 def resolve_method(cfg: DictConfig, game: Any) -> Method:
     """The method ``cfg`` trains (see the module docstring)."""
     chosen = OmegaConf.select(cfg, "method", default=DEFAULT_METHOD)
     if chosen not in METHODS:
         raise ConfigError(f"method={chosen!r} is invalid: expected one of {sorted(METHODS)}")
+    if not METHODS[chosen].torch:
+        raise ConfigError(f"method={chosen} runs on the Craftax engine only "
+                          "(env_spec.name=Craftax-Classic-v1 or -v2)")
     if chosen in _ELLM.values():
         chosen = _ELLM[bool(cfg.get("use_goal")) or bool(cfg.get("use_language_state"))]
     spelled = next(((key, name) for key, read in SPELLINGS if (name := read(cfg, game))), None)
     if spelled is None or spelled[1] == chosen:
         return METHODS[chosen]
     key, name = spelled
-    if chosen in _ELLM.values():
+    # NovelD is RND's agent with agent.noveld=True: agent=rnd agent.noveld=True is NovelD.
+    if chosen in _ELLM.values() or (chosen, name) == ("rnd", "noveld"):
         return METHODS[name]
     raise ConfigError(f"method={chosen} contradicts {key}={OmegaConf.select(cfg, key)!r}, "
                       f"which is the spelling of method={name}: drop one of them")
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "SPELLINGS", "Method", "resolve_method"]
+__all__ = ["AGENT_ALIASES", "CRAFTAX_METHODS", "DEFAULT_METHOD", "METHODS", "SPELLINGS", "TORCH_METHODS",
+           "CraftaxParts", "Method", "check_agent_alias", "resolve_method"]
