@@ -14,9 +14,14 @@ try:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig, OmegaConf
 
-    from ellm.checkpoint import SNAPSHOT_NAME
     from ellm.conf import GROUPS, group_dir, resumes
-    from ellm.entry import CONFIG_ERROR, key_from_config_file, remove_if_empty, take_key_overrides
+    from ellm.run.checkpoint import SNAPSHOT_NAME
+    from ellm.run.command_line import (
+        CONFIG_ERROR,
+        key_from_config_file,
+        remove_if_empty,
+        take_key_overrides,
+    )
 except ModuleNotFoundError as missing:  # the system python, not the project's venv
     sys.exit(f"error: {sys.executable} has no {missing.name!r}: run .venv/bin/python train.py "
              "(bash scripts/main.sh creates .venv) or activate the venv first")
@@ -86,7 +91,7 @@ def _job_overrides(argv: list[str]) -> list[list[str]]:
 def check_before_hydra(argv: list[str]) -> list[str]:
     """Compose and validate the config of every job before Hydra creates a directory: a
     rejected config leaves nothing behind. Returns ``argv``, with the override that blanks a
-    key a config file holds (:func:`ellm.entry.key_from_config_file`). Hydra's own flags
+    key a config file holds (:func:`ellm.run.command_line.key_from_config_file`). Hydra's own flags
     (``--cfg``, ...) skip the check."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return argv
@@ -94,10 +99,10 @@ def check_before_hydra(argv: list[str]) -> list[str]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    from ellm.checkpoint import CheckpointError
-    from ellm.config import ConfigError, check_added_keys, validate
     from ellm.craftax.options import check_overrides, is_craftax, parse_spec
     from ellm.method import check_agent_alias
+    from ellm.run.checkpoint import CheckpointError
+    from ellm.run.config import ConfigError, check_added_keys, validate
 
     logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
     try:
@@ -125,7 +130,7 @@ def compose_job(overrides: list[str], compose: Any) -> DictConfig:
     """A job's config; a key it does not have gets "did you mean" before Hydra's "use +key"."""
     from hydra.errors import HydraException
 
-    from ellm.config import check_added_keys
+    from ellm.run.config import check_added_keys
 
     try:
         return compose("config", overrides=overrides)
@@ -165,10 +170,10 @@ _ABSENT = object()
 def effective_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     """The config a job runs with: a resumed run's is its snapshot's, with what the command
     line may change on top; a finetuned or guiding agent's structure is its run's
-    (:mod:`ellm.resume`)."""
+    (:mod:`ellm.run.resume`)."""
     from hydra import compose
 
-    from ellm.resume import inherited_config, resumed_config, resuming
+    from ellm.run.resume import inherited_config, resumed_config, resuming
 
     def composed(o: list[str]) -> DictConfig:
         return compose("config", overrides=o)
@@ -180,9 +185,9 @@ def effective_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
 
 @hydra.main(version_base="1.3", config_path=".", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from ellm import interrupt
     from ellm.actors import ActorFailed
-    from ellm.workspace import Workspace
+    from ellm.loop import interrupt
+    from ellm.loop.workspace import Workspace
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
@@ -203,8 +208,8 @@ def main(cfg: DictConfig) -> None:
 
 def build_or_exit(make: Any, run_dir: Path) -> Any:
     """The run ``make`` builds; a config it refuses exits 2 and leaves no run dir."""
-    from ellm.checkpoint import CheckpointError
-    from ellm.config import ConfigError
+    from ellm.run.checkpoint import CheckpointError
+    from ellm.run.config import ConfigError
 
     try:
         return make()
@@ -250,7 +255,7 @@ if __name__ == "__main__":
         except BrokenPipeError:  # `python train.py --help | head`
             sys.stderr.close()
         sys.exit(0)
-    from ellm.config import ConfigError, check_config_file
+    from ellm.run.config import ConfigError, check_config_file
 
     try:
         check_config_file(args, ROOT)

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 import torch
 
 from baselines.intrinsic import IntrinsicReward, Scorer, WindowReward, window_stacks
-from ellm.agent import DQNAgent, check_same
-from ellm.agent_options import AgentOptions
+from ellm.agent.dqn import DQNAgent, check_same
+from ellm.agent.options import AgentOptions
 from ellm.errors import ConfigError
-from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative, number, positive
+from ellm.run.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative, number, positive
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from baselines.intrinsic import (
     mlp,
 )
 from baselines.paper import PaperAPT
-from ellm.agent_options import AgentOptions
+from ellm.agent.options import AgentOptions
 from ellm.errors import ConfigError
-from ellm.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative
+from ellm.run.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative
 
 
 def knn_mean_distance(x: torch.Tensor, k: int) -> torch.Tensor:

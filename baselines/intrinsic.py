@@ -10,8 +10,8 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import nn
 
-from ellm.networks import ImageEncoder
-from ellm.precision import autocast
+from ellm.agent.networks import ImageEncoder
+from ellm.agent.precision import autocast
 
 EPS = 1e-8  # floor of a normaliser (a constant batch has std 0)
 

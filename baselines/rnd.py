@@ -21,8 +21,8 @@ from baselines.intrinsic import (
     input_encoder,
 )
 from baselines.paper import PaperRND
-from ellm.agent_options import AgentOptions
-from ellm.schema import boolean, non_negative
+from ellm.agent.options import AgentOptions
+from ellm.run.schema import boolean, non_negative
 
 
 class RND:

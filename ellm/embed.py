@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

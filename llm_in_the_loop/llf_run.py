@@ -18,14 +18,14 @@ from omegaconf import DictConfig
 import ellm
 import text_crafter
 import text_housekeep
-from ellm.config import check_lm_spec, run_config
-from ellm.entry import hydra_entry, write_record
 from ellm.errors import ConfigError
 from ellm.games import Game, game_named
 from ellm.lm import build_client
-from ellm.logger import Logger
-from ellm.schema import boolean, integer, is_int, non_negative, one_of, parse, valid
-from ellm.timing import EverySeconds, duration
+from ellm.loop.timing import EverySeconds, duration
+from ellm.run.command_line import hydra_entry, write_record
+from ellm.run.config import check_lm_spec, run_config
+from ellm.run.logger import Logger
+from ellm.run.schema import boolean, integer, is_int, non_negative, one_of, parse, valid
 from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy
 from text_crafter import achievements_unlocked, crafter_score, success_rates

@@ -14,13 +14,13 @@ import numpy as np
 from omegaconf import DictConfig
 
 import ellm
-from ellm.config import check_lm_spec, run_config
-from ellm.entry import hydra_entry, write_json, write_record
 from ellm.errors import ConfigError
 from ellm.lm import build_client
-from ellm.logger import Logger
-from ellm.schema import boolean, integer, is_int, is_num, non_negative, one_of, parse, valid
-from ellm.timing import EverySeconds, duration
+from ellm.loop.timing import EverySeconds, duration
+from ellm.run.command_line import hydra_entry, write_json, write_record
+from ellm.run.config import check_lm_spec, run_config
+from ellm.run.logger import Logger
+from ellm.run.schema import boolean, integer, is_int, is_num, non_negative, one_of, parse, valid
 from llm_in_the_loop.conf import CONF_DIR
 from llm_in_the_loop.optim_log import LMUsage, namespaced
 from llm_in_the_loop.parameters import Entry, ParameterBuffer, ParameterSpace

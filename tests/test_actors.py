@@ -27,10 +27,10 @@ from ellm.actors import (
 )
 from ellm.actors.shared import SharedPolicy
 from ellm.actors.worker import Actor
-from ellm.agent import DQNAgent
-from ellm.config import validate
-from ellm.lm_usage import lm_counts_on, pool_lm_metrics
-from ellm.workspace import updates_due
+from ellm.agent.dqn import DQNAgent
+from ellm.loop.workspace import updates_due
+from ellm.run.config import validate
+from ellm.run.lm_usage import lm_counts_on, pool_lm_metrics
 
 SEED_FRAMES, EVERY = 60, 4  # TINY's num_seed_frames, the default agent.update_every_steps
 # Episodes of 80 steps: two chunks each (64 + 16), so the two actors' chunks interleave.

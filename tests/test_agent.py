@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-import ellm.agent as agent_module
-from ellm.agent import DQNAgent, double_dqn_target, huber_loss, read_metrics
+import ellm.agent.dqn as agent_module
+from ellm.agent.dqn import DQNAgent, double_dqn_target, huber_loss, read_metrics
+from ellm.agent.networks import QNetwork, dueling_combine
 from ellm.embed import SentenceEmbedder
-from ellm.networks import QNetwork, dueling_combine
 
 OBS_SHAPE = (4, 84, 84)
 NUM_ACTIONS = 6

@@ -20,7 +20,7 @@ import torch
 from conftest import csv_rows
 from torch import nn
 
-import ellm.agent as agent_module
+import ellm.agent.dqn as agent_module
 from baselines.agent import IntrinsicAgent
 from baselines.icm_apt import APT, ICM, ICMAPTAgent, knn_mean_distance
 from baselines.intrinsic import (
@@ -33,9 +33,9 @@ from baselines.intrinsic import (
     window_stacks,
 )
 from baselines.rnd import RND, RNDAgent
-from ellm.agent import DQNAgent, read_metrics
-from ellm.networks import ImageEncoder
-from ellm.precision import bf16_support
+from ellm.agent.dqn import DQNAgent, read_metrics
+from ellm.agent.networks import ImageEncoder
+from ellm.agent.precision import bf16_support
 from ellm.replay import (
     EpisodeStart,
     ReplayStorage,

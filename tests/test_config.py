@@ -13,15 +13,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from ellm.agent_options import IGNORED_OPTIONS
-from ellm.config import (
-    IGNORED_KEYS,
-    ConfigError,
-    check_added_keys,
-    resolve_threads,
-    resolve_workers,
-    validate,
-)
+from ellm.agent.options import IGNORED_OPTIONS
 from ellm.games import GAMES, find_game
 from ellm.method import (
     AGENT_ALIASES,
@@ -30,6 +22,14 @@ from ellm.method import (
     TORCH_METHODS,
     check_agent_alias,
     resolve_method,
+)
+from ellm.run.config import (
+    IGNORED_KEYS,
+    ConfigError,
+    check_added_keys,
+    resolve_threads,
+    resolve_workers,
+    validate,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_a_bad_value_raises_naming_its_key(override, key):
     (("agent.reward_scale=big",), "agent.reward_scale"),
     (("agent.use_image=False",), "at least one input"),
     (("agent._target_=baselines.nothing.Agent",), "agent._target_"),
-    (("agent._target_=ellm.config.RunOptions",), "Options dataclass"),
+    (("agent._target_=ellm.run.config.RunOptions",), "Options dataclass"),
 ])
 def test_agent_options_are_checked_by_the_class_agent_target_names(overrides, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
@@ -332,7 +332,7 @@ def test_the_agent_yaml_and_its_options_dataclass_agree(group, chosen):
 
     from omegaconf import OmegaConf
 
-    from ellm.config import _agent_schema
+    from ellm.run.config import _agent_schema
 
     cfg = config("device=cpu", f"agent={group}")
     block = OmegaConf.to_container(cfg.agent, resolve=True)
@@ -413,7 +413,7 @@ def test_an_agent_key_set_at_top_level_is_checked_once_and_named_as_typed(overri
     checked there, once, and a bad value is named by the key the user set."""
     import dataclasses
 
-    from ellm.config import RunOptions
+    from ellm.run.config import RunOptions
 
     with pytest.raises(ConfigError) as err:
         validate(config(override))
@@ -477,7 +477,7 @@ def test_a_novelty_baseline_that_reads_goals_is_warned_about(caplog):
 
 
 def test_a_longer_resume_says_the_replay_keeps_its_capacity(monkeypatch, caplog, tmp_path):
-    from ellm import resume
+    from ellm.run import resume
 
     recorded = {"config": {"num_train_frames": 240, "replay_buffer_size": 240}}
     monkeypatch.setattr(resume.checkpoint, "resolve", lambda path, key: tmp_path)
@@ -510,7 +510,7 @@ def test_one_rule_says_whether_a_run_resumes_its_snapshot(snapshot_path, finetun
     from omegaconf import OmegaConf
 
     from ellm.conf import resumes
-    from ellm.resume import resuming
+    from ellm.run.resume import resuming
 
     assert resumes(snapshot_path, finetune) is resumes_it
     cfg = OmegaConf.create({"snapshot_path": snapshot_path, "finetune_snapshot": finetune})

@@ -13,8 +13,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from ellm import checkpoint
-from ellm.config import MAX_WORKERS, ConfigError, check_config_file, validate
+from ellm.run import checkpoint
+from ellm.run.config import MAX_WORKERS, ConfigError, check_config_file, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 

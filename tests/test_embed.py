@@ -108,7 +108,7 @@ def test_embeddings_recorded_in_one_cache_serve_another_without_encoding(embedde
 def test_a_saved_cache_serves_a_new_encoder_without_encoding(tmp_path, monkeypatch):
     """A resumed run takes the entries its last snapshot saved instead of encoding them again;
     both kinds of key (one string; one or two texts of the paper setting's encoder) survive."""
-    from ellm.paper_text import PaperTextEncoder
+    from ellm.agent.paper_text_encoder import PaperTextEncoder
 
     first = SentenceEmbedder()
     texts = [f"you see a cow and {n} trees" for n in range(5)]
@@ -134,7 +134,7 @@ def test_a_saved_cache_serves_a_new_encoder_without_encoding(tmp_path, monkeypat
 def test_a_saved_cache_of_another_encoder_is_not_used(tmp_path, caplog):
     """Entries of another random transformer (seed), of a changed model or of a broken file are
     refused with a warning naming the file, and the cache stays empty."""
-    from ellm.paper_text import PaperTextEncoder
+    from ellm.agent.paper_text_encoder import PaperTextEncoder
 
     model = SentenceEmbedder().model
     paper = PaperTextEncoder(model, reinit_seed=7)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 import text_housekeep as th
+from ellm.agent.inputs import AgentInputs
 from ellm.games import find_game
 from ellm.goals import NoGoals
-from ellm.inputs import AgentInputs
-from ellm.rollout import Rollout
+from ellm.loop.rollout import Rollout
 from text_crafter import make
 
 

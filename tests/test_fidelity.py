@@ -14,12 +14,12 @@ from crafter import objects
 from hydra import compose, initialize_config_dir
 from test_text_crafter import at, blank_env, step_named
 
-from ellm.config import agent_target, validate
 from ellm.errors import ConfigError
 from ellm.games.crafter.oracle import SimpleOracle
 from ellm.games.crafter.state import TextState
 from ellm.goals import goal_text
 from ellm.lm import parse_lm_spec
+from ellm.run.config import agent_target, validate
 from text_crafter import ACTION_SPACES, GOOD_ACTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ def _padded_layout_embedding(encoder, state: str, goal: str):
 def test_paper_text_input_is_state_and_goal_in_one_pass_of_the_padded_layout(sentence_embedder):
     import numpy as np
 
-    from ellm.paper_text import PaperTextEncoder
+    from ellm.agent.paper_text_encoder import PaperTextEncoder
 
     encoder = PaperTextEncoder(sentence_embedder.model, max_tokens=200, reinit_seed=7)
     state, goal = "you see grass and tree. you have nothing in your inventory.", "chop tree"
@@ -287,7 +287,7 @@ def test_paper_text_input_is_state_and_goal_in_one_pass_of_the_padded_layout(sen
 def test_paper_text_encoder_reinitialises_every_linear_layer_and_nothing_else(sentence_embedder):
     import torch
 
-    from ellm.paper_text import PaperTextEncoder
+    from ellm.agent.paper_text_encoder import PaperTextEncoder
 
     pretrained = dict(sentence_embedder.model[0].auto_model.named_parameters())
     encoder = PaperTextEncoder(sentence_embedder.model, reinit_seed=1)
@@ -528,7 +528,7 @@ def _linear_resize(image, size):
 def test_paper_frames_average_rgb_and_resize_linearly_then_truncate():
     import numpy as np
 
-    from ellm.frames import paper_gray84, to_gray84
+    from ellm.agent.frames import paper_gray84, to_gray84
 
     rgb = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     expected = _linear_resize(rgb.mean(axis=-1), 84).astype(np.uint8)

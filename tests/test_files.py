@@ -1,4 +1,4 @@
-"""ellm.files.atomic_write: the one way the run's files (snapshots, episodes, CSVs, config.json,
+"""ellm.run.atomic.atomic_write: the one way the run's files (snapshots, episodes, CSVs, config.json,
 text embeddings) are written, so a crash leaves the old file or the new one."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
 
 
 def test_the_new_file_replaces_the_old_one_only_when_complete(tmp_path) -> None:

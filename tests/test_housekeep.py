@@ -19,7 +19,6 @@ from conftest import csv_rows, find_run, run_train
 from hydra import compose, initialize_config_dir
 
 import text_housekeep as th
-from ellm.config import ConfigError, validate
 from ellm.games.housekeep.goals import (
     AnswerRecord,
     GroundTruthAnswers,
@@ -30,6 +29,7 @@ from ellm.games.housekeep.goals import (
     yes_no_prompt,
 )
 from ellm.reward import StepData
+from ellm.run.config import ConfigError, validate
 from text_housekeep import convert
 from text_housekeep.backend import BackendError
 from text_housekeep.bridge import ProcessBackend, habitat_backend

@@ -1,4 +1,4 @@
-"""ellm.interrupt: a Ctrl-C that lands in a ctypes callback (numba's, in Crafter's world
+"""ellm.loop.interrupt: a Ctrl-C that lands in a ctypes callback (numba's, in Crafter's world
 generation) is dropped by Python; once installed, it is raised again at the next check."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 # qsort goes on. Then the loop's check.
 SCRIPT = textwrap.dedent("""
     import ctypes, os, signal, sys, time
-    from ellm import interrupt
+    from ellm.loop import interrupt
     # as a terminal's Ctrl-C finds it (pytest run as a background job passes SIGINT ignored on)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if sys.argv[1] == "installed":
@@ -61,7 +61,7 @@ def test_an_installed_handler_raises_a_dropped_interrupt_at_the_next_check_quiet
 def test_install_keeps_an_ignored_sigint_ignored(ignored):
     script = textwrap.dedent("""
         import signal, sys
-        from ellm import interrupt
+        from ellm.loop import interrupt
         ignore = sys.argv[1] == "True"
         signal.signal(signal.SIGINT, signal.SIG_IGN if ignore else signal.default_int_handler)
         interrupt.install()
@@ -78,8 +78,8 @@ def test_a_ctrl_c_while_a_file_is_written_waits_until_it_is_in_place(tmp_path):
     script = textwrap.dedent("""
         import os, signal, sys, time
         import torch
-        from ellm import interrupt
-        from ellm.files import atomic_write
+        from ellm.loop import interrupt
+        from ellm.run.atomic import atomic_write
         signal.signal(signal.SIGINT, signal.default_int_handler)
         interrupt.install()
         path = sys.argv[1]

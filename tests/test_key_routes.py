@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import PRETRAIN, TINY, train_env
 
-from ellm.entry import take_key_overrides
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.lm import config as lm_config
+from ellm.run.command_line import take_key_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-never-written-SECRET-7"

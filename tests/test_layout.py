@@ -93,7 +93,7 @@ def test_the_sandbox_is_one_package_that_imports_no_task():
 
 
 def test_the_method_pieces_that_need_no_game_load_none():
-    code = ("import sys, ellm.rollout, ellm.reward, ellm.goals, ellm.method, ellm.lm; "
+    code = ("import sys, ellm.loop.rollout, ellm.reward, ellm.goals, ellm.method, ellm.lm; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {GAMES!r}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
@@ -186,7 +186,7 @@ PENDING_EDGES = {("ellm_tools.report.summary", "ellm_tools.report")}
 
 
 def test_no_import_circle_in_the_project():
-    assert len(MODULES) > 150 and "ellm.workspace" in MODULES  # the walk found the project
+    assert len(MODULES) > 150 and "ellm.loop.workspace" in MODULES  # the walk found the project
     graph = {m: set(targets) for m, targets in import_graph().items()}
     for source, target in PENDING_EDGES:
         assert target in graph[source], f"{source} no longer imports {target}: drop the exemption"

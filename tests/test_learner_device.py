@@ -18,14 +18,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from test_agent import OBS_SHAPE, make_agent, make_batch
 
-import ellm.precision as precision_module
-from ellm.agent import mean_metrics, read_metrics
-from ellm.config import validate
+import ellm.agent.precision as precision_module
+from ellm.agent.dqn import mean_metrics, read_metrics
+from ellm.agent.precision import bf16_support, check_precision
 from ellm.embed import SentenceEmbedder
 from ellm.errors import ConfigError
-from ellm.precision import bf16_support, check_precision
 from ellm.replay.loader import DEVICE_FIELDS, DeviceBatches
 from ellm.replay.sampling import Batch
+from ellm.run.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")

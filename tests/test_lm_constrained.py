@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from openai_test_server import OpenAITestServer, Reply
 
-from ellm.config import check_lm_spec
 from ellm.errors import ConfigError
 from ellm.games.crafter.state import TextState
 from ellm.games.crafter.suggesters import build_suggester
 from ellm.lm import build_client, parse_lm_spec
+from ellm.run.config import check_lm_spec
 from llm_in_the_loop.llf import LLMPolicy
 from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
 from llm_in_the_loop.policy_search import LLMProposer

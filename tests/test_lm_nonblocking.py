@@ -26,11 +26,11 @@ from conftest import ROOT, csv_rows, find_run, train_env
 from hydra import compose, initialize_config_dir
 from openai_test_server import OpenAITestServer, Reply
 
-from ellm.config import ConfigError, validate
 from ellm.games.crafter.state import TextState
 from ellm.games.crafter.suggesters import build_suggester
 from ellm.lm import GPTLanguageModel, NonBlockingLanguageModel
 from ellm.lm.nonblocking import fallback_warning
+from ellm.run.config import ConfigError, validate
 from lmclient.cache import CACHE_FILE
 from lmclient.client import LMConfigError
 

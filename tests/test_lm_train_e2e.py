@@ -16,7 +16,7 @@ import pytest
 from conftest import csv_rows
 from openai_test_server import Reply
 
-from ellm import checkpoint
+from ellm.run import checkpoint
 from ellm_tools.report.runs import method_name
 
 ROOT = Path(__file__).resolve().parents[1]

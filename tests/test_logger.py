@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ellm.logger import Logger
+from ellm.run.logger import Logger
 from text_game.stats import StatsWriter, load_stats
 
 

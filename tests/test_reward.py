@@ -211,9 +211,9 @@ def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward
     import torch
     from hydra import compose, initialize_config_dir
 
-    from ellm.build import goal_source, rollout_parts
-    from ellm.config import validate
+    from ellm.loop.parts import goal_source, rollout_parts
     from ellm.method import Method
+    from ellm.run.config import validate
 
     with initialize_config_dir(str(ROOT), version_base="1.3"):
         cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2"])

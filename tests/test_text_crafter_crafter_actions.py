@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 from test_text_crafter import at
 from test_text_crafter import blank_env as grass_env  # tests/ is on sys.path, as for conftest
 
-from ellm.build import make_agent
-from ellm.config import validate
+from ellm.loop.parts import make_agent
+from ellm.run.config import validate
 from text_crafter import actions as acts
 
 ROOT = Path(__file__).resolve().parents[1]

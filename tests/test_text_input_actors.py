@@ -10,8 +10,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
+from ellm.agent.text_embeddings import TextInput
 from ellm.embed import SentenceEmbedder
-from ellm.text_input import TextInput
 
 pytestmark = pytest.mark.slow  # each test runs the sentence transformer: 9-20 s here
 OBS = {"text_obs": "You see grass and a tree.", "goal": "chop tree, drink water"}
@@ -70,7 +70,7 @@ def test_an_actor_of_another_seed_acts_as_the_learner_after_a_refresh(embedder, 
     setting); once it loads the learner's policy it must score every action as the learner
     does, text included, or the actors would collect with another policy than the one learnt."""
     from ellm.actors.shared import SharedPolicy
-    from ellm.agent import DQNAgent
+    from ellm.agent.dqn import DQNAgent
 
     def agent(seed: int) -> DQNAgent:
         return DQNAgent((1, 84, 84), 5, hidden_dim=32, seed=seed, embedder=embedder,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ellm.timing import EverySeconds, Progress, Timer, duration
+from ellm.loop.timing import EverySeconds, Progress, Timer, duration
 
 
 class _Tty(io.StringIO):
@@ -116,7 +116,7 @@ def test_disabled_progress_prints_nothing(caplog):
 def test_the_pace_of_the_lines_is_a_checked_config_key():
     from hydra import compose, initialize_config_dir
 
-    from ellm.config import ConfigError, validate
+    from ellm.run.config import ConfigError, validate
 
     root = Path(__file__).resolve().parents[1]
     with initialize_config_dir(str(root), version_base="1.3"):

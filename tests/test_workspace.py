@@ -15,12 +15,12 @@ from conftest import TINY, csv_rows
 from hydra import compose, initialize_config_dir
 
 import ellm
-from ellm import checkpoint
 from ellm.actors import ActorCollector, ActorLMCounters
 from ellm.actors.messages import ChunkWriter
-from ellm.collect import EpisodeEnd
-from ellm.timing import Timer
-from ellm.workspace import Workspace
+from ellm.loop.collect import EpisodeEnd
+from ellm.loop.timing import Timer
+from ellm.loop.workspace import Workspace
+from ellm.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOP = [t for t in TINY if not t.startswith(("num_train_frames", "eval_every_frames"))]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ellm.actors.collector import ActorCollector
-    from ellm.actors.learner import ActorLMCounters
+    from ellm.actors.lm_counters import ActorLMCounters
     from ellm.actors.messages import CHUNK_STEPS, Chunk
     from ellm.actors.pool import ActorFailed, ActorPool, actor_seed, lm_budget_share
 
@@ -17,7 +17,7 @@ __all__ = ["CHUNK_STEPS", "ActorCollector", "ActorFailed", "ActorLMCounters", "A
            "actor_seed", "lm_budget_share"]
 
 # Loaded on first use: the LLM server imports the process helpers (.watch) without torch.
-_HOMES = {"ActorCollector": "collector", "ActorLMCounters": "learner", "CHUNK_STEPS": "messages",
+_HOMES = {"ActorCollector": "collector", "ActorLMCounters": "lm_counters", "CHUNK_STEPS": "messages",
           "Chunk": "messages", "ActorFailed": "pool", "ActorPool": "pool", "actor_seed": "pool",
           "lm_budget_share": "pool"}
 

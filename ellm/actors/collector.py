@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ellm.actors.learner import ActorLMCounters
+from ellm.actors.lm_counters import ActorLMCounters
 from ellm.actors.messages import Chunk
 from ellm.actors.pool import ActorPool
-from ellm.collect import Collected
+from ellm.loop.collect import Collected
+from ellm.loop.timing import Timer
 from ellm.replay import EpisodeStart
-from ellm.timing import Timer
 
 
 class ActorCollector:

@@ -10,11 +10,11 @@ from typing import Final
 
 import numpy as np
 
-from ellm.collect import Collected, EpisodeEnd, row_of, start_of
-from ellm.inputs import AgentInputs
+from ellm.agent.inputs import AgentInputs
+from ellm.agent.text_embeddings import ShippedEmbeddings
+from ellm.loop.collect import Collected, EpisodeEnd, row_of, start_of
+from ellm.loop.rollout import Rollout, Step
 from ellm.replay import EpisodeStart, Row
-from ellm.rollout import Rollout, Step
-from ellm.text_input import ShippedEmbeddings
 
 CHUNK_STEPS: Final = 64
 

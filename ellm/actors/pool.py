@@ -19,8 +19,8 @@ from ellm.actors.messages import CHUNK_STEPS, ActorError, Chunk
 from ellm.actors.shared import STARTING, Shared, SharedPolicy
 from ellm.actors.watch import signal_name
 from ellm.actors.worker import ActorSpec, actor_main
-from ellm.config import RunSpec
 from ellm.lm import LMSpec
+from ellm.run.config import RunSpec
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from tqdm import tqdm
 from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter
 from ellm.actors.shared import ENDING, RUNNING, Shared, SharedPolicy
 from ellm.actors.watch import die_with_parent
-from ellm.build import add_guide, make_agent, rollout_parts
-from ellm.checkpoint import seed_everything
-from ellm.collect import EpisodeEnd
 from ellm.games import EpisodeCounted, find_game
 from ellm.lm import LMSpec
+from ellm.loop.collect import EpisodeEnd
+from ellm.loop.parts import add_guide, make_agent, rollout_parts
+from ellm.loop.timing import Timer
 from ellm.method import Method
-from ellm.timing import Timer
+from ellm.run.checkpoint import seed_everything
 
 log = logging.getLogger(__name__)
 

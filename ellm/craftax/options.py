@@ -11,7 +11,7 @@ from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
 from ellm.method import AGENT_ALIASES, CRAFTAX_METHODS, METHODS, TORCH_METHODS
-from ellm.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
+from ellm.run.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
 
 ENV_IDS: Final = ("Craftax-Classic-v1", "Craftax-Classic-v2")
 # Keys the Craftax engine has no use for (pixels, replay, actors, the DQN, torch itself).

@@ -15,9 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ellm.checkpoint import CheckpointError
 from ellm.conf import resumes
-from ellm.config import redacted
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
 from ellm.craftax.options import MAX_SEEDS, CraftaxSpec, parse_spec
 from ellm.craftax.pqn import QNetwork
@@ -30,7 +28,6 @@ from ellm.craftax.snapshot import (
     save_snapshot,
     snapshot_file,
 )
-from ellm.entry import write_record
 from ellm.games.craftax import goals as G
 from ellm.games.craftax.game import (
     ACHIEVEMENTS,
@@ -41,7 +38,10 @@ from ellm.games.craftax.game import (
     success_rates,
 )
 from ellm.games.craftax.reward import reward_table
-from ellm.logger import Logger
+from ellm.run.checkpoint import CheckpointError
+from ellm.run.command_line import write_record
+from ellm.run.config import redacted
+from ellm.run.logger import Logger
 
 log = logging.getLogger("ellm")
 NOT_WAKE_UP = [i for i, name in enumerate(ACHIEVEMENTS) if name != "wake_up"]

@@ -12,8 +12,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ellm.checkpoint import CheckpointError
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
+from ellm.run.checkpoint import CheckpointError
 
 SNAPSHOT = "snapshot.npz"
 # The record keys a resumed run must share with its snapshot: they fix the arrays' meaning.

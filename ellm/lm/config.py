@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from ellm.errors import ConfigError
 from ellm.lm.bullets import MAX_GOALS_PER_ANSWER
-from ellm.schema import one_of, parse, valid
+from ellm.run.schema import one_of, parse, valid
 from lmclient.pricing import is_openai_endpoint
 from lmclient.spec import OPENAI_API_URL
 
@@ -110,7 +110,7 @@ def _boolean_field(default: bool) -> Any:
 
 @dataclass(frozen=True)
 class LMSpec:
-    """Validated ``env_spec.lm_spec`` (``ellm.schema``'s style), holding no secret; its defaults
+    """Validated ``env_spec.lm_spec`` (``ellm.run.schema``'s style), holding no secret; its defaults
     are config.yaml's and docs/lm.md's (a test holds them equal)."""
 
     lm_class: str = valid(

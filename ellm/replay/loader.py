@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ellm.precision import to_device
+from ellm.agent.precision import to_device
 from ellm.replay.sampling import Batch, EpisodeShard
 from ellm.replay.storage import list_episode_files, load_episode
 

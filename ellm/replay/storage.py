@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ellm.files import atomic_write
 from ellm.replay.strings import StringTable
+from ellm.run.atomic import atomic_write
 
 EPISODE_DTYPES: dict[str, type] = {
     "frame": np.uint8,

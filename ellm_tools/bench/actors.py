@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from ellm.config import usable_cpus
+from ellm.run.config import usable_cpus
 from ellm_tools.bench.common import ROOT
 
 RUN = ["env_spec.use_sbert=True", "use_goal=True", "use_language_state=sbert",

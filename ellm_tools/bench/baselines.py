@@ -20,7 +20,7 @@ import torch
 
 from baselines.icm_apt import ICMAPTAgent
 from baselines.rnd import RNDAgent
-from ellm.agent import DQNAgent
+from ellm.agent.dqn import DQNAgent
 from ellm.replay import EpisodeStart, ReplayStorage, Row, StringTable, make_replay_loader
 
 NUM_ACTIONS = 139

@@ -23,7 +23,7 @@ def compose(overrides: list[str]):
 
 
 def workspace(overrides: list[str], run_dir: Path):
-    from ellm.workspace import Workspace
+    from ellm.loop.workspace import Workspace
 
     return Workspace(compose(overrides), run_dir)
 

@@ -169,8 +169,8 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
                collect: int = 1200, run_dir: Path | None = None,
                warmup: int | None = None) -> LateResult:
     """Pre-fill, then ``rounds`` of (early window, late window)."""
+    from ellm.loop.workspace import Workspace
     from ellm.replay import ReplayStorage
-    from ellm.workspace import Workspace
 
     n = eval_episodes_for(frames)
     # random actions for ``collect`` frames (the seed frames): real frames and captions

@@ -30,10 +30,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from ellm.checkpoint import CheckpointError
-from ellm.config import RunSpec, redacted, validate
 from ellm.games.crafter.oracle import SimpleOracle
 from ellm.lm import parse_lm_spec
+from ellm.run.checkpoint import CheckpointError
+from ellm.run.config import RunSpec, redacted, validate
 from ellm_tools.lm_quality import score
 from ellm_tools.lm_quality.states import sample_crafter_states, sample_housekeep_questions
 from lmclient.client import LMConfigError

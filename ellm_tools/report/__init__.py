@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ellm.files import write_text
 from ellm.games import GAMES
+from ellm.run.atomic import write_text
 from ellm_tools.report.aggregate import (
     LMUsage,
     MethodDiagnostics,

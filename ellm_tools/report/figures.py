@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ellm.files import atomic_write, write_text
+from ellm.run.atomic import atomic_write, write_text
 from ellm_tools.report.aggregate import Curve
 
 

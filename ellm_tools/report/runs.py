@@ -1,6 +1,6 @@
 """Finding run directories, reading what they hold, and naming their method.
 
-A run directory is what ``python train.py`` writes (see ``ellm/workspace.py``; ``python -m
+A run directory is what ``python train.py`` writes (see ``ellm/loop/workspace.py``; ``python -m
 llm_in_the_loop.llf_run`` writes the same files for a policy that plays without training): ``config.json``
 (the resolved config), one CSV per metric namespace (``train.csv``, ``eval.csv``, ``lm.csv``,
 ...; cumulative counters in ``lm.csv``), Crafter's ``train/stats.jsonl`` and

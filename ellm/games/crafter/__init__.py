@@ -20,7 +20,7 @@ from ellm.games.report import GameReport
 from ellm.goals import Goals, NoGoals, SuggestedGoals, goal_text
 from ellm.lm import LMSpec
 from ellm.reward import GoalReward, StepReward
-from ellm.schema import one_of, parse, valid
+from ellm.run.schema import one_of, parse, valid
 from text_crafter import (
     ACHIEVEMENTS,
     ACTION_SPACES,

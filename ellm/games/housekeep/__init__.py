@@ -23,7 +23,7 @@ from ellm.games.report import GameReport
 from ellm.goals import Goals, NoGoals, goal_text
 from ellm.lm import LMSpec
 from ellm.reward import StepReward
-from ellm.schema import integer, is_int, one_of, parse, valid
+from ellm.run.schema import integer, is_int, one_of, parse, valid
 from text_game.stats import StatsWriter
 from text_housekeep import (
     ACTION_MODES,

@@ -1,5 +1,4 @@
-"""What a Hydra sweep (``-m``) says once all its jobs are done: where its runs are, how to report.
-"""
+"""What a Hydra sweep (``-m``) says once its jobs are done: where its runs are, how to report."""
 
 from __future__ import annotations
 

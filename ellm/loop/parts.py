@@ -12,16 +12,16 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from ellm import checkpoint
-from ellm.config import agent_target
-from ellm.frames import FRAME_SIZE, paper_gray84, to_gray84
+from ellm.agent.frames import FRAME_SIZE, paper_gray84, to_gray84
+from ellm.agent.inputs import AgentInputs
 from ellm.games import Game
 from ellm.goals import Goals
-from ellm.inputs import AgentInputs
 from ellm.lm import LMSpec
+from ellm.loop.rollout import Rollout
 from ellm.method import Method
 from ellm.reward import GameReward, StepReward
-from ellm.rollout import Rollout
+from ellm.run import checkpoint
+from ellm.run.config import agent_target
 
 log = logging.getLogger(__name__)
 

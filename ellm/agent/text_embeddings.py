@@ -9,9 +9,9 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
+from ellm.agent.paper_text_encoder import PaperTextEncoder
+from ellm.agent.precision import to_device
 from ellm.embed import EmbeddingCache, SentenceEmbedder
-from ellm.paper_text import PaperTextEncoder
-from ellm.precision import to_device
 
 TEXT_INPUTS = ("separate", "paper", "joint")
 

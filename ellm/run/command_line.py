@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
 
 CONFIG_ERROR = 2
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ellm import interrupt
+from ellm.loop import interrupt
 
 
 @contextlib.contextmanager

@@ -17,14 +17,14 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from ellm import checkpoint
+from ellm.agent.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
 from ellm.errors import ConfigError
 from ellm.games import Game, find_game
 from ellm.lm import LMSpec, check_cache, parse_lm_spec
 from ellm.lm.config import adopt_config_key
 from ellm.method import Method, resolve_method
-from ellm.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
-from ellm.schema import boolean, integer, is_int, is_num, one_of, parse, valid
+from ellm.run import checkpoint
+from ellm.run.schema import boolean, integer, is_int, is_num, one_of, parse, valid
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"

@@ -1,8 +1,5 @@
-"""Ctrl-C that is never lost.
-
-One raised in a ctypes callback (numba) is dropped, so SIGINT is recorded and raised again at
-``check``; during a file write it waits until the file is written.
-"""
+"""Ctrl-C that is never lost: one raised in a ctypes callback (numba) is dropped, so SIGINT is
+recorded and raised again at ``check``; during a file write it waits until it is written."""
 
 from __future__ import annotations
 

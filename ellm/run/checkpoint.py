@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
 
 FORMAT = 1
 SNAPSHOT_NAME = "snapshot.pt"

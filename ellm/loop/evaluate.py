@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ellm import interrupt
 from ellm.games import Game
 from ellm.goals import Goals
-from ellm.rollout import DIAGNOSTICS, Rollout
+from ellm.loop import interrupt
+from ellm.loop.rollout import DIAGNOSTICS, Rollout
 
 
 class Evaluator:

@@ -8,10 +8,10 @@ from typing import Any, Final
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ellm import checkpoint
 from ellm.conf import GROUPS, resumes
-from ellm.config import SECRET_KEYS, leaves
 from ellm.errors import ConfigError
+from ellm.run import checkpoint
+from ellm.run.config import SECRET_KEYS, leaves
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ellm import schema
 from ellm.errors import ConfigError
+from ellm.run import schema
 
 
 @dataclass(frozen=True)

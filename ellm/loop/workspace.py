@@ -18,21 +18,18 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
-from ellm import checkpoint, interrupt
 from ellm.actors import ActorCollector, ActorLMCounters, ActorPool, lm_budget_share
-from ellm.agent import mean_metrics
-from ellm.build import add_guide, goal_source, make_agent, rollout_parts
-from ellm.checkpoint import rng_state, seed_everything, set_rng_state
-from ellm.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
+from ellm.agent.dqn import mean_metrics
 from ellm.conf import resumes
-from ellm.config import resolve_threads, resolve_workers, run_config, validate
-from ellm.entry import write_record
-from ellm.evaluate import Evaluator
 from ellm.games import EpisodeCounted
 from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
-from ellm.lm_usage import LMUsage
-from ellm.logger import Logger
+from ellm.loop import interrupt
+from ellm.loop.collect import Collector, EpisodeEnd, LocalCollector, LogWindow
+from ellm.loop.evaluate import Evaluator
+from ellm.loop.parts import add_guide, goal_source, make_agent, rollout_parts
+from ellm.loop.rollout import DIAGNOSTICS, Rollout
+from ellm.loop.timing import Progress, Timer
 from ellm.replay import (
     ReplayStorage,
     StringTable,
@@ -40,8 +37,12 @@ from ellm.replay import (
     make_replay_loader,
 )
 from ellm.replay.loader import DeviceBatches
-from ellm.rollout import DIAGNOSTICS, Rollout
-from ellm.timing import Progress, Timer
+from ellm.run import checkpoint
+from ellm.run.checkpoint import rng_state, seed_everything, set_rng_state
+from ellm.run.command_line import write_record
+from ellm.run.config import resolve_threads, resolve_workers, run_config, validate
+from ellm.run.lm_usage import LMUsage
+from ellm.run.logger import Logger
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ellm.inputs import AgentInputs
+from ellm.agent.inputs import AgentInputs
+from ellm.loop.rollout import Rollout, Step
+from ellm.loop.timing import Timer
 from ellm.replay import EpisodeStart, Row
-from ellm.rollout import Rollout, Step
-from ellm.timing import Timer
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,5 @@
-"""The original agent's text input (the paper setting; docs/fidelity.md row 3).
-
-It runs only the real tokens at their padded positions: masking makes that the original's pass.
-"""
+"""The original agent's text input (the paper setting; docs/fidelity.md row 3): only the real
+tokens run, at their padded positions, which masking makes the original's pass."""
 
 from __future__ import annotations
 

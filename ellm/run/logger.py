@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ellm.files import atomic_write
+from ellm.run.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 

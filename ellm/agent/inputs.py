@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ellm.frames import to_gray84
+from ellm.agent.frames import to_gray84
 from ellm.goals import goal_text
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ellm.frames import FrameStack
+from ellm.agent.frames import FrameStack
+from ellm.agent.inputs import AgentInputs
 from ellm.goals import Goals
-from ellm.inputs import AgentInputs
 from ellm.reward import StepData, StepReward
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ellm.goals import Goals
-from ellm.lm_usage import pool_lm_metrics
+from ellm.run.lm_usage import pool_lm_metrics
 
 
 class ActorLMCounters:

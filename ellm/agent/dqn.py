@@ -15,15 +15,15 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ellm import schema
-from ellm.agent_options import IGNORED_OPTIONS, AgentOptions, LearnerSetting
+from ellm.agent.cuda_graph import GraphedStep
+from ellm.agent.networks import ENCODER_MODULES, QNetwork
+from ellm.agent.options import IGNORED_OPTIONS, AgentOptions, LearnerSetting
+from ellm.agent.precision import autocast, check_compile, check_precision
+from ellm.agent.text_embeddings import StringTable, TextInput, TextTensors, text_seed
 from ellm.embed import SentenceEmbedder
 from ellm.errors import ConfigError
-from ellm.graphed import GraphedStep
-from ellm.networks import ENCODER_MODULES, QNetwork
-from ellm.precision import autocast, check_compile, check_precision
 from ellm.reward import BatchReward
-from ellm.text_input import StringTable, TextInput, TextTensors, text_seed
+from ellm.run import schema
 
 
 def double_dqn_target(q_next_online: torch.Tensor, q_next_target: torch.Tensor,

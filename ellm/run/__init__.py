@@ -1,0 +1,1 @@
+"""What a run is besides its loop: the command line, the config checked, records and snapshots."""
