@@ -3,6 +3,7 @@ ConfigError naming its key; the run records its method and game; ignored keys ar
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ from ellm.method import (
 from ellm.run.config import (
     IGNORED_KEYS,
     ConfigError,
+    RunOptions,
     check_added_keys,
     resolve_threads,
     resolve_workers,
@@ -515,3 +517,17 @@ def test_one_rule_says_whether_a_run_resumes_its_snapshot(snapshot_path, finetun
     assert resumes(snapshot_path, finetune) is resumes_it
     cfg = OmegaConf.create({"snapshot_path": snapshot_path, "finetune_snapshot": finetune})
     assert resuming(cfg) is resumes_it
+
+
+def test_validate_hands_on_the_run_and_env_options_it_parsed():
+    cfg = config("num_train_frames=1234", "seed=7", "env_spec.length=77")
+    spec = validate(cfg)
+    assert (spec.run.num_train_frames, spec.run.seed, spec.env.length) == (1234, 7, 77)
+    assert spec.env.name == cfg.env_spec.name and spec.run.snapshot_path is None
+
+
+def test_the_workspace_reads_the_parsed_run_options_never_the_raw_config():
+    source = (ROOT / "ellm" / "loop" / "workspace.py").read_text()
+    raw = set(re.findall(r"\bcfg\.(\w+)", source))
+    assert raw, "the pattern found the remaining raw reads (the builders still take cfg)"
+    assert not raw & {f.name for f in dataclasses.fields(RunOptions)}, sorted(raw)

@@ -60,37 +60,38 @@ class Workspace:
     def __init__(self, cfg: DictConfig, run_dir: str | Path):
         self.spec = validate(cfg)
         self.cfg, self.game, self.method = cfg, self.spec.game, self.spec.method
+        self.run = run = self.spec.run
         self.device = self.spec.device
-        self.num_actors = int(cfg.num_actors)
-        resuming = resumes(cfg.snapshot_path, cfg.finetune_snapshot)
-        snapshot = checkpoint.load(cfg.snapshot_path) if cfg.snapshot_path else None
+        self.num_actors = int(run.num_actors)
+        resuming = resumes(run.snapshot_path, run.finetune_snapshot)
+        snapshot = checkpoint.load(run.snapshot_path) if run.snapshot_path else None
         self.paper = self.game.paper_setting(cfg)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        torch.set_num_threads(resolve_threads(cfg.torch_threads))
+        torch.set_num_threads(resolve_threads(run.torch_threads))
         log.info("%s on %s; device: %s (asked: %s); torch threads: %d; run dir: %s",
-                 self.method.name, cfg.env_spec.name, self.device, cfg.device,
+                 self.method.name, self.spec.env.name, self.device, cfg.device,
                  torch.get_num_threads(), self.run_dir)
-        seed_everything(cfg.seed)
+        seed_everything(run.seed)
         keep = int(snapshot[1]["frame"]) if snapshot is not None and resuming else None
         # The LM budget is the run's: the dollars its earlier parts spent are not spent again.
         earlier = snapshot[1] if snapshot is not None and resuming else {}
         self.lm_spent_before = float(earlier.get("lm_spent", 0.0))
         self._build_rollouts(keep)
         self._build_replay(earlier if resuming else None)
-        self.agent = self._make_agent(hold_epsilon=cfg.decay_after_reward)
+        self.agent = self._make_agent(hold_epsilon=run.decay_after_reward)
         self.counters = checkpoint.RunCounters()
         if snapshot is not None and resuming:
             self._restore(*snapshot)
         elif snapshot is not None:
             self.agent.load_weights(snapshot[0])
-            log.info("finetuning: loaded network weights from %s", cfg.snapshot_path)
+            log.info("finetuning: loaded network weights from %s", run.snapshot_path)
         add_guide(self.agent, cfg, **self._agent_build())
 
         write_record(self.run_dir, self.record())
         self.logger = Logger(
-            self.run_dir, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
-            wandb_config=self.record(), wandb_name=cfg.exp_name, resume_id=cfg.resume_id,
+            self.run_dir, use_tb=run.use_tb, use_wandb=run.use_wandb,
+            wandb_config=self.record(), wandb_name=run.exp_name, resume_id=run.resume_id,
             resumed_at=self.counters.frame if resuming else None)
         self.resumed = resuming
         self.train_stats = self.game.stats_writer(self.run_dir / "train" / "stats.jsonl",
@@ -101,33 +102,33 @@ class Workspace:
 
     def _build_rollouts(self, keep_until: int | None) -> None:
         """The training rollout (none when actors collect) and the evaluator's."""
-        cfg, game = self.cfg, self.game
+        cfg, run, game = self.cfg, self.run, self.game
         # Every process holds a share of the LM budget the run's earlier parts left.
         processes = self.num_actors + 1 if self.num_actors > 1 else 1
         lm = self.spec.lm
         if processes > 1 or self.lm_spent_before:
             lm = lm_budget_share(lm, processes, self.lm_spent_before)
         parts = rollout_parts(cfg, game, self.method, lm, self.device,
-                              cfg.seed if self.num_actors == 1 else None)
+                              run.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
-        self.rollout = parts.rollout(cfg.frame_stack) if parts.env is not None else None
-        eval_env = game.make_env(cfg, cfg.seed + 1)
+        self.rollout = parts.rollout(run.frame_stack) if parts.env is not None else None
+        eval_env = game.make_env(cfg, run.seed + 1)
         eval_goals, eval_rewards = goal_source(cfg, game, self.method, lm, self.embedder)
         self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
-            Rollout(eval_env, eval_goals, eval_rewards, self.inputs, cfg.frame_stack,
+            Rollout(eval_env, eval_goals, eval_rewards, self.inputs, run.frame_stack,
                     game.covered), game,
             stats_path=self.run_dir / "eval" / "stats.jsonl",
-            num_episodes=cfg.num_eval_episodes,
-            single_goals=game.single_goals(cfg) if cfg.single_goal_eval else (),
-            goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, cfg.frame_stack,
+            num_episodes=run.num_eval_episodes,
+            single_goals=game.single_goals(cfg) if run.single_goal_eval else (),
+            goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, run.frame_stack,
                                  game.covered),
             sources=[self.goals, eval_goals], keep_until=keep_until)
         self.eval_goals = eval_goals
 
     def _build_replay(self, snapshot_meta: dict[str, Any] | None) -> None:
         """The replay; a resumed run first drops the episodes written after its snapshot."""
-        cfg = self.cfg
+        run = self.run
         replay_dir = self.run_dir / "buffer"
         keep = None if snapshot_meta is None else snapshot_meta.get("replay_episodes")
         if keep is not None and replay_dir.is_dir():
@@ -141,11 +142,11 @@ class Workspace:
         self.strings = StringTable(replay_dir / "strings.jsonl")
         self.storage = ReplayStorage(replay_dir, self.strings, first_index=keep or 0)
         self.loader = make_replay_loader(
-            replay_dir, capacity=cfg.replay_buffer_size, batch_size=cfg.batch_size,
-            num_workers=resolve_workers(cfg.replay_buffer_num_workers), nstep=cfg.nstep,
-            discount=cfg.discount,
-            frame_stack=cfg.frame_stack, clip_reward=cfg.clip_reward,
-            save_buffer=cfg.save_buffer, seed=cfg.seed,
+            replay_dir, capacity=run.replay_buffer_size, batch_size=run.batch_size,
+            num_workers=resolve_workers(run.replay_buffer_num_workers), nstep=run.nstep,
+            discount=run.discount,
+            frame_stack=run.frame_stack, clip_reward=run.clip_reward,
+            save_buffer=run.save_buffer, seed=run.seed,
             per_episode=self.paper)
         self._batches = None
 
@@ -171,14 +172,14 @@ class Workspace:
     def _agent_build(self) -> dict[str, Any]:
         return {"options": self.spec.agent, "num_actions": self.evaluator.env.action_space.n,
                 "device": self.device,
-                "embedder": self.embedder, "strings": self.strings, "seed": self.cfg.seed,
+                "embedder": self.embedder, "strings": self.strings, "seed": self.run.seed,
                 "paper": self.paper}
 
     def train(self) -> dict[str, float]:
         """Train to ``num_train_frames``; returns the last evaluation's metrics."""
-        cfg, timer, first_frame = self.cfg, Timer(), self.counters.frame
-        self.progress = Progress(cfg.num_train_frames, self.counters.frame, cfg.progress,
-                                 every_s=cfg.progress_every_s, seed_frames=cfg.num_seed_frames)
+        run, timer, first_frame = self.run, Timer(), self.counters.frame
+        self.progress = Progress(run.num_train_frames, self.counters.frame, run.progress,
+                                 every_s=run.progress_every_s, seed_frames=run.num_seed_frames)
         try:
             with logging_redirect_tqdm(), self.collector() as collector:
                 self._loop(collector)
@@ -208,7 +209,7 @@ class Workspace:
                        decay_from=counters.first_reward_frame, env_episodes=episodes,
                        lm_spent=self.lm_spent_before) as pool:
             episodes += [0] * (self.num_actors - len(episodes))
-            yield ActorCollector(pool, self.agent, self.goals, episodes, self.cfg.actor_sync_frames,
+            yield ActorCollector(pool, self.agent, self.goals, episodes, self.run.actor_sync_frames,
                                  lambda: (counters.frame, counters.first_reward_frame))
         encoded, shipped = self.agent.text.embedding_counts()
         log.info("learner text embeddings: %d encoded here, %d shipped by the actors",
@@ -216,12 +217,12 @@ class Workspace:
 
     def _loop(self, collector: Collector) -> None:
         """Store and count each collected step, make the updates due, log and evaluate when due."""
-        if self.counters.frame == 0 < self.cfg.num_train_frames and not self.resumed:
+        if self.counters.frame == 0 < self.run.num_train_frames and not self.resumed:
             self._evaluate()  # the untrained agent, as the original evaluates at step 0
         for source, start in collector.begin():
             self.storage.add_first(start, source)
         window, done = LogWindow(self.counters.frame), self._updates_due()
-        while self.counters.frame < self.cfg.num_train_frames:
+        while self.counters.frame < self.run.num_train_frames:
             interrupt.check()
             got = collector.next(window.timer)
             if got.start is not None:
@@ -247,10 +248,10 @@ class Workspace:
 
     def closing_message(self) -> str:
         """The end of a run in words: what was trained, how it did, where it is, what next."""
-        lines = [(f"Trained {self.method.name} on {self.cfg.env_spec.name} up to frame "
+        lines = [(f"Trained {self.method.name} on {self.spec.env.name} up to frame "
                   f"{self.counters.frame} ({self.wall_time / 60:.1f} min of wall time).")]
         if self.last_eval:
-            n = self.cfg.num_eval_episodes
+            n = self.run.num_eval_episodes
             lines.append(f"Last evaluation ({n} episode{'s' * (n != 1)}): "
                          f"{self.game.describe(self.last_eval)}.")
         if (client := self.goals.answering_client()) is not None:
@@ -265,11 +266,11 @@ class Workspace:
 
     def _updates_due(self) -> int:
         """Updates the configured ratio asks for by this frame."""
-        cfg, first = self.cfg, self.counters.first_reward_frame
-        if not self.method.learns or (cfg.train_after_reward and first is None):
+        run, first = self.run, self.counters.first_reward_frame
+        if not self.method.learns or (run.train_after_reward and first is None):
             return 0
-        since = first if cfg.train_after_reward else 0
-        return updates_due(self.counters.frame, cfg.num_seed_frames, cfg.agent.update_every_steps,
+        since = first if run.train_after_reward else 0
+        return updates_due(self.counters.frame, run.num_seed_frames, self.spec.agent.update_every_steps,
                            since)
 
     def _update(self, window: LogWindow) -> None:
@@ -320,18 +321,18 @@ class Workspace:
         return f"intrinsic return {updates['intrinsic_return']:.2f} (batches)"
 
     def _eval_due(self) -> bool:
-        every = self.cfg.eval_every_frames
-        return self.counters.frame % every == 0 or self.counters.frame >= self.cfg.num_train_frames
+        every = self.run.eval_every_frames
+        return self.counters.frame % every == 0 or self.counters.frame >= self.run.num_train_frames
 
     def _evaluate(self) -> None:
         metrics = self.evaluator.run(self.agent, self.counters.frame)
-        if self.counters.frame >= self.cfg.num_train_frames:
+        if self.counters.frame >= self.run.num_train_frames:
             self.lm.close()
         self.logger.log({**metrics, **self.lm.log_now()}, self.counters.frame)
         if metrics:
             self.last_eval = metrics
             log.info(self.game.summary(metrics, self.counters.frame))
-        if self.cfg.save_snapshot:
+        if self.run.save_snapshot:
             self.save_snapshot()
 
     def _seeded_envs(self) -> dict[str, Any]:
@@ -352,7 +353,7 @@ class Workspace:
             "lm_metrics": self.lm.counts(),
         }
         text = getattr(self.agent, "text", None)
-        if self.cfg.save_buffer and text is not None:
+        if self.run.save_buffer and text is not None:
             text.save_embeddings(self.run_dir / checkpoint.EMBEDDINGS_NAME)
         return checkpoint.save(self.run_dir / checkpoint.SNAPSHOT_NAME, self.agent.state_dict(), meta)
 
@@ -362,14 +363,14 @@ class Workspace:
         set_rng_state(meta["rng"])
         for name, env in self._seeded_envs().items():  # new worlds, not the first ones again
             env.episode_count = meta.get("env_episodes", {}).get(name, 0)
-        log.info("resumed %s at frame %d (episode %d)", self.cfg.snapshot_path, self.counters.frame,
+        log.info("resumed %s at frame %d (episode %d)", self.run.snapshot_path, self.counters.frame,
                  self.counters.episode)
         if self.lm_spent_before:
             log.info("LM budget: $%.4f spent before this resumption, $%.4f left of $%.2f",
                      self.lm_spent_before, max(0.0, self.spec.lm.budget - self.lm_spent_before),
                      self.spec.lm.budget)
         text = getattr(self.agent, "text", None)
-        saved = checkpoint.resolve(self.cfg.snapshot_path, "snapshot_path").with_name(
+        saved = checkpoint.resolve(self.run.snapshot_path, "snapshot_path").with_name(
             checkpoint.EMBEDDINGS_NAME)
         if text is not None and saved.is_file():
             log.info("text embeddings: %d taken from %s", text.load_embeddings(saved), saved)

@@ -120,6 +120,9 @@ class RunOptions:
     progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
     exp_name: str = valid("a name for one folder under exp_local/<date> (no path separator, "
                           f"no '..', no control character); {RUN_DIR_HINT}", _run_name)
+    snapshot_path: str | None = valid("a path, or null", lambda v: v is None or isinstance(v, str))
+    resume_id: str | None = valid("a W&B run id, or null",
+                                  lambda v: v is None or isinstance(v, str))
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class EnvOptions:
 
     length: int = integer(1)
     dying: bool = boolean()
+    name: str = valid("a game's env id", lambda v: isinstance(v, str))
     use_language_state: bool = boolean()
     check_ac_success: bool = boolean()
     threshold: float = valid("a cosine similarity in [-1, 1]",
@@ -138,7 +142,7 @@ class EnvOptions:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run's config as ``validate`` parsed it; ``cfg`` for the keys read as they are."""
+    """A run's config as ``validate`` parsed it; ``cfg`` for what the builders still read raw."""
 
     cfg: DictConfig
     game: Game
@@ -146,13 +150,15 @@ class RunSpec:
     agent: Any
     lm: LMSpec
     device: torch.device
+    run: RunOptions
+    env: EnvOptions
 
 
 def validate(cfg: DictConfig) -> RunSpec:
     """Check the whole config before anything is built; returns it parsed."""
-    parse(RunOptions, cfg)
+    run = parse(RunOptions, cfg)
     game = find_game(OmegaConf.select(cfg, "env_spec.name"))
-    parse(EnvOptions, cfg.env_spec, "env_spec.")
+    env = parse(EnvOptions, cfg.env_spec, "env_spec.")
     agent = agent_options(cfg)
     agent.check_run(frame_stack=cfg.frame_stack, nstep=cfg.nstep, batch_size=cfg.batch_size)
     lm = check_lm_spec(cfg.env_spec.lm_spec, by_lm_class=True)
@@ -180,7 +186,7 @@ def validate(cfg: DictConfig) -> RunSpec:
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
             checkpoint.check(cfg[key], key)
-    return RunSpec(cfg, game, method, agent, lm, device)
+    return RunSpec(cfg, game, method, agent, lm, device, run, env)
 
 
 def agent_target(cfg: DictConfig) -> str:
