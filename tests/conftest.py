@@ -71,9 +71,9 @@ def train(tmp_path: Path):
 
 
 def system_config(name: str, tmp_path: Path, *overrides: str) -> Any:
-    """``llm_in_the_loop/conf/NAME.yaml`` without its ``hydra`` block, with the LM cache under
+    """``llm_in_the_loop/NAME/conf/NAME.yaml`` without its ``hydra`` block, with the LM cache under
     ``tmp_path`` and ``OVERRIDES`` (dotlist) applied: a run's config built in process."""
-    cfg = OmegaConf.load(ROOT / "llm_in_the_loop" / "conf" / f"{name}.yaml")
+    cfg = OmegaConf.load(ROOT / "llm_in_the_loop" / name / "conf" / f"{name}.yaml")
     cfg.pop("hydra")
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist([
         f"env_spec.lm_spec.cache_dir={tmp_path / 'cache'}", *overrides]))

@@ -15,7 +15,8 @@ from conftest import csv_rows, system_config
 from openai_test_server import OpenAITestServer, Reply
 
 from ellm.lm import build_client
-from llm_in_the_loop.code_policy import (
+from llm_in_the_loop.code_policy.sandbox import Sandbox
+from llm_in_the_loop.code_policy.targets import (
     METAWORLD_CODE,
     CrafterTarget,
     EpisodeRecord,
@@ -25,7 +26,6 @@ from llm_in_the_loop.code_policy import (
     feedback_text,
     sandboxed,
 )
-from llm_in_the_loop.sandbox import Sandbox
 
 pytest.importorskip("metaworld", reason="needs the optim extra: pip install -e '.[optim]'")
 
@@ -143,7 +143,7 @@ def test_crafter_target_plays_text_actions():
 # ---- OptoPrime through the LM client --------------------------------------------------------
 def optimizer(server: OpenAITestServer, tmp_path: Path, play: Any, **kw: Any) -> Any:
     pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
-    from llm_in_the_loop.opto_llm import CodeOptimizer
+    from llm_in_the_loop.code_policy.optoprime import CodeOptimizer
 
     spec = {"lm": "test-model", "base_url": server.base_url, "timeout": 5.0, "max_retries": 1,
             "backoff": 0.0, "max_backoff": 0.01, "temperature": 0, "max_tokens": 800,
@@ -223,7 +223,7 @@ def test_a_constrained_optoprime_request_carries_the_schema_of_its_answer(server
 @pytest.mark.e2e
 def test_per_step_optimisation_calls_optoprime_once_per_env_step(server, tmp_path):
     pytest.importorskip("opto", reason="needs Trace: see docs/optimizers.md, Install")
-    from llm_in_the_loop.code_policy_run import CodePolicyRun
+    from llm_in_the_loop.code_policy.run import CodePolicyRun
 
     cfg = system_config("code_policy", tmp_path, "optimize_every=step", "iterations=1",
                         "num_eval_episodes=1", "env_spec.name=llf-metaworld-pick-place-v2",
@@ -264,7 +264,7 @@ def test_per_step_optimisation_calls_optoprime_once_per_env_step(server, tmp_pat
 
 def test_optimize_every_is_checked(tmp_path):
     from ellm.errors import ConfigError
-    from llm_in_the_loop.code_policy_run import validate
+    from llm_in_the_loop.code_policy.run import validate
 
     with pytest.raises(ConfigError, match="optimize_every"):
         validate(system_config("code_policy", tmp_path, "optimize_every=episode"))

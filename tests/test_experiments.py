@@ -11,13 +11,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 
-from llm_in_the_loop import code_policy_run, policy_search_run
-from llm_in_the_loop.conf import CONF_DIR
+from llm_in_the_loop.code_policy import run as code_policy_run
+from llm_in_the_loop.policy_search import run as policy_search_run
+
+RUNS = {"policy_search": policy_search_run, "code_policy": code_policy_run}
 
 
 def composed(entry: str, tmp_path: Path, *overrides: str) -> Any:
-    """``llm_in_the_loop/conf/ENTRY.yaml`` as Hydra composes it for the command line."""
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+    """``llm_in_the_loop/ENTRY/conf/ENTRY.yaml`` as Hydra composes it for the command line."""
+    with initialize_config_dir(str(RUNS[entry].CONFIG.parent), version_base="1.3"):
         return compose(entry, overrides=[f"env_spec.lm_spec.cache_dir={tmp_path}", *overrides])
 
 
@@ -74,7 +76,13 @@ def test_props_tutorial_runs_from_its_name(tmp_path):
     assert "eval_return" in (tmp_path / "run" / "iteration.csv").read_text()
 
 
-def test_the_entry_configs_folder_holds_no_folder_hydra_would_take_for_a_group(tmp_path):
+@pytest.mark.parametrize("entry", sorted(RUNS))
+def test_a_configs_folder_holds_no_folder_hydra_would_take_for_a_group_but_experiment(entry):
     # Beside the code, the sandbox/ package made sandbox=none a group override, refused.
-    assert not [p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    conf = RUNS[entry].CONFIG.parent
+    assert [p.name for p in conf.iterdir() if p.is_dir() and p.name != "__pycache__"] == [
+        "experiment"]
+
+
+def test_sandbox_none_is_a_key_not_a_group(tmp_path):
     assert composed("code_policy", tmp_path, "sandbox=none").sandbox == "none"

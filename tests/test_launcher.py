@@ -12,9 +12,7 @@ from conftest import ROOT, csv_rows
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from llm_in_the_loop.conf import CONF_DIR
-
-CONFIGS = [(ROOT, "config")] + [(CONF_DIR, name)
+CONFIGS = [(ROOT, "config")] + [(ROOT / "llm_in_the_loop" / name / "conf", name)
                                 for name in ("llf", "policy_search", "code_policy")]
 
 

@@ -74,19 +74,20 @@ def test_the_tools_sit_apart_from_the_method():
 
 
 def test_the_sandbox_is_one_package_that_imports_no_task():
-    """The policy-code sandbox (llm_in_the_loop/sandbox/) stands on the standard library and
-    numpy: it imports no Meta-World, no game, no task of the LLM-in-the-loop systems and no
-    other part of the project; its bench is a tool."""
-    sandbox = ROOT / "llm_in_the_loop" / "sandbox"
+    """The policy-code sandbox (llm_in_the_loop/code_policy/sandbox/) stands on the standard
+    library and numpy: it imports no Meta-World, no game, no task of the LLM-in-the-loop systems
+    and no other part of the project; its bench is a tool."""
+    sandbox = ROOT / "llm_in_the_loop" / "code_policy" / "sandbox"
     modules = sorted(sandbox.glob("*.py"))
     assert [p.name for p in modules] == ["__init__.py", "bwrap.py", "guards.py", "seccomp.py",
                                          "worker.py"]
-    assert not list((ROOT / "llm_in_the_loop").glob("sandbox*.py"))
+    assert not list((ROOT / "llm_in_the_loop").rglob("sandbox*.py"))
     project = {"llm_in_the_loop", "ellm", TOOLS, "baselines", "text_game", *GAMES}
     for path in modules:
         imported = imported_modules(path)
         foreign = {m for m in imported if m.split(".")[0] in {"metaworld", "mujoco", "gymnasium"}
-                   or (m.split(".")[0] in project and not m.startswith("llm_in_the_loop.sandbox"))}
+                   or (m.split(".")[0] in project
+                       and not m.startswith("llm_in_the_loop.code_policy.sandbox"))}
         assert not foreign, f"{path.name} imports {sorted(foreign)}"
         assert "def bench" not in path.read_text(), f"{path.name}: benches live in {TOOLS}"
     assert (ROOT / TOOLS / "bench" / "sandbox.py").exists()

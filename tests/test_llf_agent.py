@@ -11,7 +11,7 @@ from openai_test_server import OpenAITestServer, Reply
 
 import text_crafter
 from ellm.lm import build_client
-from llm_in_the_loop.llf import LLMPolicy, RandomPolicy, ScriptedPolicy, parse_action
+from llm_in_the_loop.llf.policies import LLMPolicy, RandomPolicy, ScriptedPolicy, parse_action
 from text_game.llf import NO_OP
 
 ACTIONS = ("do nothing", "move left", "chop tree", "place stone", "place crafting table")

@@ -17,7 +17,7 @@ from conftest import ROOT
 
 import text_crafter
 import text_housekeep
-from llm_in_the_loop.llf import parse_action
+from llm_in_the_loop.llf.policies import parse_action
 from text_crafter.llf import CrafterLLF
 from text_game.llf import (
     FEEDBACK_KINDS,

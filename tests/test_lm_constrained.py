@@ -18,9 +18,9 @@ from ellm.games.crafter.state import TextState
 from ellm.games.crafter.suggesters import build_suggester
 from ellm.lm import build_client, parse_lm_spec
 from ellm.run.config import check_lm_spec
-from llm_in_the_loop.llf import LLMPolicy
-from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
-from llm_in_the_loop.policy_search import LLMProposer
+from llm_in_the_loop.llf.policies import LLMPolicy
+from llm_in_the_loop.policy_search.parameters import ParameterBuffer, ParameterSpace
+from llm_in_the_loop.policy_search.proposers import LLMProposer
 from lmclient.cache import make_key, sampling_params
 from lmclient.constraints import YES_NO, Choice, GoalList, OptoPrimeAnswer, Setting
 from lmclient.dialects import auto_dialect, request_fields

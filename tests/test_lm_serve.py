@@ -520,9 +520,9 @@ def test_constrained_answers_of_the_real_llm_always_parse(tmp_path):
     import numpy as np
 
     from ellm.lm import build_client
-    from llm_in_the_loop.llf import LLMPolicy
-    from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
-    from llm_in_the_loop.policy_search import LLMProposer
+    from llm_in_the_loop.llf.policies import LLMPolicy
+    from llm_in_the_loop.policy_search.parameters import ParameterBuffer, ParameterSpace
+    from llm_in_the_loop.policy_search.proposers import LLMProposer
 
     vocabulary = [a for a in GOOD_ACTIONS if not a.startswith(("move", "do nothing"))]
     states = [CAPTION, TextState("You see sand, stone, and table. You are targeting stone.",

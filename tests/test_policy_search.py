@@ -10,23 +10,27 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import csv_rows, system_config
+from conftest import ROOT, csv_rows, system_config
 from openai_test_server import OpenAITestServer, Reply
 
 from ellm.errors import ConfigError
 from ellm.lm import build_client
-from llm_in_the_loop.conf import CONF_DIR
-from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
-from llm_in_the_loop.policy_search import (
+from llm_in_the_loop.policy_search.parameterised_policies import (
+    CrafterForagerTask,
+    Forager,
+    GymLinearTask,
+    read_view,
+)
+from llm_in_the_loop.policy_search.parameters import ParameterBuffer, ParameterSpace
+from llm_in_the_loop.policy_search.proposers import (
     EXAMPLE,
     REASK,
     LLMProposer,
     RandomProposer,
     parse_proposal,
 )
-from llm_in_the_loop.policy_search_props import TutorialPrompt, check_template
-from llm_in_the_loop.policy_search_run import PolicySearchRun, validate
-from llm_in_the_loop.search_policies import CrafterForagerTask, Forager, GymLinearTask, read_view
+from llm_in_the_loop.policy_search.run import PolicySearchRun, validate
+from llm_in_the_loop.policy_search.tutorial_prompt import TutorialPrompt, check_template
 from lmclient.pricing import resolve_price
 
 SPACE = ParameterSpace(("w0", "w1"), -6.0, 6.0, decimals=2)
@@ -233,9 +237,10 @@ def test_forager_task_returns_progress_and_speed():
     assert not idle.success and idle.ret < 3
 
 
-@pytest.mark.parametrize("name", ["policy_search.yaml", "code_policy.yaml", "llf.yaml"])
+@pytest.mark.parametrize("name", ["policy_search", "code_policy", "llf"])
 def test_every_config_key_is_documented_where_it_is_defined(name):
-    lines = (CONF_DIR / name).read_text().splitlines()
+    lines = (ROOT / "llm_in_the_loop" / name / "conf" / f"{name}.yaml").read_text()
+    lines = lines.splitlines()
     body = lines[:next(i for i, line in enumerate(lines) if line.startswith("hydra:"))]
     keys = [line for line in body if line.strip() and not line.lstrip().startswith("#")]
     assert keys and all(" # " in line or line.endswith(":") for line in keys), [

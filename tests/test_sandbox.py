@@ -19,10 +19,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from ellm.errors import ConfigError
-from llm_in_the_loop.code_policy_run import validate
-from llm_in_the_loop.conf import CONF_DIR
-from llm_in_the_loop.sandbox import GRACE, Sandbox, SandboxUnavailable
-from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
+from llm_in_the_loop.code_policy.run import CONFIG, validate
+from llm_in_the_loop.code_policy.sandbox import GRACE, Sandbox, SandboxUnavailable
+from llm_in_the_loop.code_policy.sandbox import bwrap as sandbox_bwrap
 
 pytestmark = pytest.mark.e2e  # each test starts worker processes
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,7 +252,7 @@ def test_bad_limits_are_refused():
 
 # ---- the worker's life ----------------------------------------------------------------------
 PARENT = """import sys
-from llm_in_the_loop.sandbox import Sandbox
+from llm_in_the_loop.code_policy.sandbox import Sandbox
 box = Sandbox(timeout=60, isolation=sys.argv[1])
 box.load("def f(x):\\n    while True:\\n        pass\\n", "f")
 print(box._proc.pid, flush=True)
@@ -306,7 +305,7 @@ def test_without_the_os_sandbox_code_is_refused_unless_none(monkeypatch, caplog)
     try:
         with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
             Sandbox()
-        cfg = OmegaConf.load(CONF_DIR / "code_policy.yaml")
+        cfg = OmegaConf.load(CONFIG)
         cfg.env_spec.lm_spec.base_url = "http://127.0.0.1:9/v1"
         with pytest.raises(ConfigError, match="sandbox=os: bubblewrap is not installed.*"
                                               "sandbox=none runs it without OS isolation"):

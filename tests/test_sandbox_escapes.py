@@ -31,8 +31,8 @@ from test_sandbox import (  # tests/ is on sys.path, as for conftest
     worker,
 )
 
-from llm_in_the_loop.sandbox import Sandbox
-from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
+from llm_in_the_loop.code_policy.sandbox import Sandbox
+from llm_in_the_loop.code_policy.sandbox import bwrap as sandbox_bwrap
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_in_the_loop.sandbox import seccomp
+from llm_in_the_loop.code_policy.sandbox import seccomp
 
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
            "aarch64": Path("/usr/include/asm-generic/unistd.h")}

@@ -1,4 +1,4 @@
-"""The cost of the policy-code sandbox (llm_in_the_loop/sandbox/): starts, loads, calls.
+"""The cost of the policy-code sandbox (llm_in_the_loop/code_policy/sandbox/): starts, loads, calls.
 
     python -m ellm_tools.bench.sandbox [--calls 1000] [--rollouts 10]
 
@@ -12,8 +12,8 @@ import logging
 import time
 from typing import Any, Final
 
-from llm_in_the_loop.sandbox import ISOLATIONS, Sandbox
-from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
+from llm_in_the_loop.code_policy.sandbox import ISOLATIONS, Sandbox
+from llm_in_the_loop.code_policy.sandbox import bwrap as sandbox_bwrap
 
 BENCH_POLICIES: Final = {
     "trivial": "def controller(obs):\n    return obs\n",
@@ -62,7 +62,7 @@ def bench(calls: int) -> None:
 
 def bench_rollouts(rollouts: int) -> None:
     """A Meta-World rollout's median time, sandboxed and not (needs ``.[optim]``)."""
-    from llm_in_the_loop.code_policy import METAWORLD_CODE, MetaWorldTarget, sandboxed
+    from llm_in_the_loop.code_policy.targets import METAWORLD_CODE, MetaWorldTarget, sandboxed
 
     target = MetaWorldTarget(horizon=30, substeps=10, seed=0)
     namespace: dict[str, Any] = {}

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from llm_in_the_loop.parameters import ParameterBuffer, ParameterSpace
+from llm_in_the_loop.policy_search.parameters import ParameterBuffer, ParameterSpace
 
 LETTERS: Final = "abcdefghijklmnopqr"
 # The tutorial's three placeholders first, then ours.

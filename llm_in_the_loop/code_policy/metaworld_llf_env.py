@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Final
 import gymnasium as gym
 import numpy as np
 
-from llm_in_the_loop.metaworld_feedback import PickPlace
+from llm_in_the_loop.code_policy.metaworld_pick_place import PickPlace
 from text_game import render
 from text_game.llf import Feedback, feedback_kinds
 from text_game.registration import as_registered

@@ -13,8 +13,8 @@ from typing import Final
 
 import numpy as np
 
-from llm_in_the_loop.parameters import MAX_MAGNITUDE, ParameterBuffer, ParameterSpace
-from llm_in_the_loop.policy_search_props import TutorialPrompt
+from llm_in_the_loop.policy_search.parameters import MAX_MAGNITUDE, ParameterBuffer, ParameterSpace
+from llm_in_the_loop.policy_search.tutorial_prompt import TutorialPrompt
 from lmclient.client import LMClient
 from lmclient.constraints import Setting
 

@@ -14,11 +14,10 @@ from typing import Any, Final, Protocol
 import gymnasium as gym
 import numpy as np
 
-import llm_in_the_loop  # noqa: F401 - registers llf-metaworld-pick-place-v2
 import text_crafter
-from llm_in_the_loop.metaworld_feedback import PickPlace
-from llm_in_the_loop.metaworld_llf import MAX_ACTION_VALUE, four_numbers
-from llm_in_the_loop.sandbox import Sandbox
+from llm_in_the_loop.code_policy.metaworld_llf_env import MAX_ACTION_VALUE, four_numbers
+from llm_in_the_loop.code_policy.metaworld_pick_place import PickPlace
+from llm_in_the_loop.code_policy.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +221,7 @@ class LLFMetaWorldTarget(SteppedTarget):
     initial_code = METAWORLD_CODE
 
     def __init__(self, horizon: int, feedback_type: str) -> None:
-        from llm_in_the_loop.metaworld_llf import ENV_ID
+        from llm_in_the_loop.code_policy.metaworld_llf_env import ENV_ID
 
         self.length = horizon
         self.env = gym.make(ENV_ID, feedback_type=feedback_type, length=horizon)

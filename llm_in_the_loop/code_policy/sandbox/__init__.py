@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from llm_in_the_loop.sandbox import bwrap as sandbox_bwrap
-from llm_in_the_loop.sandbox.worker import MAX_ANSWER, request
+from llm_in_the_loop.code_policy.sandbox import bwrap as sandbox_bwrap
+from llm_in_the_loop.code_policy.sandbox.worker import MAX_ANSWER, request
 
 log = logging.getLogger(__name__)
 ISOLATIONS: Final = ("os", "none")

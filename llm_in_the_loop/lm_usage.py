@@ -47,3 +47,11 @@ class LMUsage:
 
 def namespaced(namespace: str, row: Mapping[str, Any]) -> dict[str, float]:
     return {f"{namespace}/{k}": float(v) for k, v in row.items()}
+
+
+def lm_summary(client: LMClient) -> str:
+    """A run's closing line on its LM: calls, cache hits, tokens, latency and dollars."""
+    m = client.metrics()
+    return (f"LM: {m['api_calls']:.0f} calls, {m['cache_hits']:.0f} cache hits, "
+            f"{m['prompt_tokens'] + m['completion_tokens']:.0f} tokens, "
+            f"{m['latency_s']:.2f} s per call, ${m['dollars']:.4f}")

@@ -15,7 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Final
 
-from llm_in_the_loop.sandbox import seccomp
+from llm_in_the_loop.code_policy.sandbox import seccomp
 
 HERE: Final = Path(__file__).resolve().parent
 PACKAGE: Final = __name__.rpartition(".")[0]  # this package, as the run imports it

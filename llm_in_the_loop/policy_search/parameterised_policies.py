@@ -13,7 +13,7 @@ import numpy as np
 from crafter import constants
 
 import text_crafter
-from llm_in_the_loop.parameters import ParameterSpace
+from llm_in_the_loop.policy_search.parameters import ParameterSpace
 from text_crafter.llf import CURRICULUM
 from text_crafter.tasks import task_chain
 

@@ -1,0 +1,1 @@
+"""The LLM as the policy on the language-feedback games (docs/llf.md); config ``conf/llf.yaml``."""
