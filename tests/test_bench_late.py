@@ -1,6 +1,7 @@
 """The late-phase bench: the projection's arithmetic, the tiling, and a tiny run of the mode."""
 
 import contextlib
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -131,6 +132,11 @@ class _FakeCollector:
         return SimpleNamespace(source=self.sources[self.taken - 1])
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frames:
+    num_train_frames: int
+
+
 def _run_clock(clock_args, sources, fast_from, frames, most=100):
     """A loop as the workspace's: steps until the frame counter reaches ``num_train_frames``,
     read before each step."""
@@ -140,10 +146,10 @@ def _run_clock(clock_args, sources, fast_from, frames, most=100):
     def plain():
         yield collector
 
-    ws = SimpleNamespace(collector=plain, cfg=SimpleNamespace(num_train_frames=frames))
+    ws = SimpleNamespace(collector=plain, run=_Frames(frames))
     clock = _LoopClock(ws, *clock_args, most=most)
     with ws.collector() as c:
-        while c.taken < ws.cfg.num_train_frames:
+        while c.taken < ws.run.num_train_frames:
             c.next(None)
     return clock
 

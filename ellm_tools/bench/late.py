@@ -118,7 +118,7 @@ class _LoopClock:
     costs no timed steps and an actor that never sends one cannot hold the loop."""
 
     def __init__(self, ws: Any, skip: int, sources: int, most: int) -> None:
-        self.skip, self.sources, self.most, self._cfg = skip, sources, most, ws.cfg
+        self.skip, self.sources, self.most, self._ws = skip, sources, most, ws
         self.start: float | None = None
         self.end, self.timed, self.untimed, self.memory = 0.0, 0, 0, {}
         self.plain = ws.collector
@@ -145,7 +145,10 @@ class _LoopClock:
                     seen.add(got.source)
                     after += len(seen) == self.sources
                     self.untimed += 1
-                    self._cfg.num_train_frames += self.untimed <= self.most
+                    if self.untimed <= self.most:
+                        run = self._ws.run
+                        self._ws.run = dataclasses.replace(
+                            run, num_train_frames=run.num_train_frames + 1)
                 return got
 
             collector.next = next_step
@@ -185,7 +188,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
         ws.train()
         tile_episodes(ws.storage.replay_dir, prefill)
         held = ReplayStorage(ws.storage.replay_dir, ws.strings).num_transitions
-        ws.cfg.num_seed_frames = 0
+        ws.run = dataclasses.replace(ws.run, num_seed_frames=0)
         ws.evaluator.run = _Timed(ws.evaluator.run)
         ws.save_snapshot = _Timed(ws.save_snapshot)
         # A warm-up lengthens its window by at most ten windows' worth of steps.
@@ -197,9 +200,9 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
             ws.agent.options = held_epsilon(learner_options, late)
             ws.spec = dataclasses.replace(ws.spec, agent=held_epsilon(options, late))
             ws.evaluator.num_episodes = n if late else 0
-            ws.cfg.save_snapshot = late
             ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)  # drop the open episode
-            ws.cfg.num_train_frames = ws.counters.frame + frames
+            ws.run = dataclasses.replace(ws.run, save_snapshot=late,
+                                         num_train_frames=ws.counters.frame + frames)
             evals, snaps = ws.evaluator.run, ws.save_snapshot
             e0, s0, ec, sc = evals.seconds, snaps.seconds, evals.calls, snaps.calls
             episodes, first = ws.counters.episode, ws.counters.frame

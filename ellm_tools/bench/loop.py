@@ -4,6 +4,7 @@ and two at a time."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
         env_before = (time.perf_counter() - start) / frames
         stored = ws.storage.num_transitions
         disk = sum(p.stat().st_size for p in (Path(tmp) / "a" / "buffer").glob("*.npz"))
-        ram = ram_bytes_per_transition(Path(tmp) / "a" / "buffer", ws.cfg.nstep)
+        ram = ram_bytes_per_transition(Path(tmp) / "a" / "buffer", ws.run.nstep)
 
         # 2. updates alone, batches from the loader over the data just collected
         batches = iter(ws.loader)
@@ -37,8 +38,8 @@ def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
         update_cost = (time.perf_counter() - start) / updates
 
         # 3. the full loop, updates on
-        every = ws.cfg.agent.update_every_steps
-        ws.cfg.num_seed_frames = 0
+        every = ws.spec.agent.update_every_steps
+        ws.run = dataclasses.replace(ws.run, num_seed_frames=0)
         _train_more(ws, 3 * frames)  # the first batches pay worker start-up
         start = time.perf_counter()
         _train_more(ws, 4 * frames)
@@ -46,7 +47,7 @@ def loop_costs(frames: int, updates: int, overrides: list[str]) -> None:
 
         # 4. no updates again: the env cost falls as caption and SBERT caches warm up, so the
         # loop is compared with the mean of the costs measured before and after it
-        ws.cfg.num_seed_frames = 10**12
+        ws.run = dataclasses.replace(ws.run, num_seed_frames=10**12)
         start = time.perf_counter()
         _train_more(ws, 5 * frames)
         env_after = (time.perf_counter() - start) / frames
@@ -78,7 +79,7 @@ def _train_more(ws, frames: int) -> None:
     from ellm.replay import ReplayStorage
 
     ws.storage = ReplayStorage(ws.storage.replay_dir, ws.strings)
-    ws.cfg.num_train_frames = frames
+    ws.run = dataclasses.replace(ws.run, num_train_frames=frames)
     ws.train()
 
 
