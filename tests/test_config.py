@@ -531,3 +531,19 @@ def test_the_workspace_reads_the_parsed_run_options_never_the_raw_config():
     raw = set(re.findall(r"\bcfg\.(\w+)", source))
     assert raw, "the pattern found the remaining raw reads (the builders still take cfg)"
     assert not raw & {f.name for f in dataclasses.fields(RunOptions)}, sorted(raw)
+
+
+def test_a_record_names_the_commit_of_this_checkout():
+    import subprocess
+
+    from ellm.run.command_line import code_commit
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert code_commit() in (head, f"{head}+dirty")
+
+
+def test_an_agent_alias_names_its_method_on_the_craftax_engine_too():
+    argv = ["agent=rnd", "env_spec.name=Craftax-Classic-v1"]
+    assert train_module().check_before_hydra(argv) == argv
+    assert config(*argv).method == "rnd"

@@ -68,7 +68,8 @@ def test_two_seeds_train_write_their_records_resume_and_report(tmp_path):
 
 @pytest.mark.parametrize("overrides, named", [
     (["env_spec.name=Craftax-Classic-v1", "batch_size=32"], "batch_size"),
-    (["env_spec.name=Craftax-Classic-v1", "agent=rnd"], "agent"),
+    (["env_spec.name=Craftax-Classic-v1", "agent=dqn"], "agent"),
+    (["env_spec.name=Craftax-Classic-v1", "agent.lr=0.1"], "agent.lr"),
     (["env_spec.name=Craftax-Classic-v1", "method=apt"], "method=apt"),
     (["craftax.num_envs=8"], "craftax.num_envs"),
     (["method=e3b"], "method=e3b"),

@@ -40,7 +40,7 @@ def code_commit() -> str | None:
     None outside a git checkout (an installed wheel)."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # ellm/run/ -> the checkout
     if not (root / ".git").exists():
         return None
     try:
