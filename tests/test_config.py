@@ -533,6 +533,7 @@ def test_the_workspace_reads_the_parsed_run_options_never_the_raw_config():
     assert not raw & {f.name for f in dataclasses.fields(RunOptions)}, sorted(raw)
 
 
+@pytest.mark.slow  # runs git
 def test_a_record_names_the_commit_of_this_checkout():
     import subprocess
 
