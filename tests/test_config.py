@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from ellm.agent.options import IGNORED_OPTIONS
 from ellm.games import GAMES, find_game
 from ellm.method import (
-    AGENT_ALIASES,
+    ALIAS_METHODS,
     CRAFTAX_METHODS,
     METHODS,
     TORCH_METHODS,
@@ -203,7 +203,7 @@ def test_an_agent_alias_that_agrees_is_taken(overrides):
     check_agent_alias(overrides)
 
 
-@pytest.mark.parametrize("name", AGENT_ALIASES)
+@pytest.mark.parametrize("name", ALIAS_METHODS)
 def test_an_agent_alias_composes_its_method_exactly(name):
     assert config(f"agent={name}") == config(f"method={name}")
 

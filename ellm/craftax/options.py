@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
-from ellm.method import AGENT_ALIASES, CRAFTAX_METHODS, METHODS, TORCH_METHODS
+from ellm.method import ALIAS_METHODS, CRAFTAX_METHODS, METHODS, TORCH_METHODS
 from ellm.run.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
 
 ENV_IDS: Final = ("Craftax-Classic-v1", "Craftax-Classic-v2")
@@ -55,7 +55,7 @@ def check_overrides(overrides: list[str], cfg: DictConfig) -> None:
     name = OmegaConf.select(cfg, "env_spec.name")
     for override in overrides:
         key, _, value = override.partition("=")
-        if key == "agent" and value in AGENT_ALIASES:
+        if key == "agent" and value in ALIAS_METHODS:
             continue
         why = engine_key_error(key, craftax, name)
         if why:

@@ -94,7 +94,7 @@ SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]
 )
 
 
-AGENT_ALIASES: Final = ("rnd", "noveld", "apt")  # agent=<name> is method=<name>
+ALIAS_METHODS: Final = ("rnd", "noveld", "apt")  # agent=<name> is method=<name>
 
 
 def check_agent_alias(overrides: Sequence[str]) -> None:
@@ -103,7 +103,7 @@ def check_agent_alias(overrides: Sequence[str]) -> None:
     agent, method = chosen.get("agent"), chosen.get("method")
     if agent is None or method is None or agent == method:
         return
-    if agent in AGENT_ALIASES or (agent == "dqn" and method in AGENT_ALIASES):
+    if agent in ALIAS_METHODS or (agent == "dqn" and method in ALIAS_METHODS):
         raise ConfigError(f"agent={agent} contradicts method={method}: agent=rnd, noveld and "
                           "apt are aliases of method=rnd, noveld and apt, each with its own "
                           "agent; drop one of them")
@@ -130,5 +130,5 @@ def resolve_method(cfg: DictConfig, game: Any) -> Method:
                       f"which is the spelling of method={name}: drop one of them")
 
 
-__all__ = ["AGENT_ALIASES", "CRAFTAX_METHODS", "DEFAULT_METHOD", "METHODS", "SPELLINGS", "TORCH_METHODS",
-           "CraftaxParts", "Method", "check_agent_alias", "resolve_method"]
+__all__ = ["ALIAS_METHODS", "CRAFTAX_METHODS", "DEFAULT_METHOD", "METHODS", "SPELLINGS",
+           "TORCH_METHODS", "CraftaxParts", "Method", "check_agent_alias", "resolve_method"]
