@@ -47,8 +47,8 @@ def help_text() -> str:
         for group in GROUPS)
     return f"""usage: python train.py [key=value ...] [group=option ...] [-m key=a,b ...]
 
-Train an ELLM agent (or a baseline) on Text-Crafter or Text-Housekeep. Every key below can be
-overridden on the command line, e.g.
+Train an ELLM agent (or a baseline) on Text-Crafter, Text-Housekeep or Craftax-Classic. Every
+key below can be overridden on the command line, e.g.
   python train.py env_spec.use_sbert=True use_goal=True use_language_state=sbert \\
       env_spec.lm_spec.lm_class=SimpleOracle exp_name=TEST_RUN
 

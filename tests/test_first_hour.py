@@ -18,8 +18,8 @@ def test_help_lists_only_our_groups_and_the_documented_keys(tmp_path):
                           check=False)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert ("  agent: apt, dqn, noveld, rnd\n  method: apt, e3b, ellm, ellm-pixels, extrinsic, "
-            "noveld, novelty, random, rnd, zero\n  preset: cpu_medium, cpu_small, smoke\n") in out
+    assert ("  method: apt, e3b, ellm, ellm-pixels, extrinsic, noveld, novelty, random, rnd, zero\n"
+            "  agent: apt, dqn, noveld, rnd\n  preset: cpu_medium, cpu_small, smoke\n") in out
     assert "    price: null " in out and "    cache_only: False " in out  # every LM key
     assert ".venv" not in out and "site-packages" not in out and "test_utils" not in out
     assert "num_train_frames: 5000000          # env steps to train for" in out  # config.yaml
