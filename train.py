@@ -6,6 +6,8 @@ import itertools
 import logging
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,9 @@ except ModuleNotFoundError as missing:  # the system python, not the project's v
              "(bash scripts/main.sh creates .venv) or activate the venv first")
 
 log = logging.getLogger("ellm")
+# Each job's spec as check_before_hydra parsed it, by the job's config: a job Hydra runs in this
+# process takes it, with the lines its check logged, instead of parsing again.
+_CHECKED: dict[str, tuple[Any, list[logging.LogRecord]]] = {}
 ROOT = Path(__file__).resolve().parent
 
 
@@ -99,12 +104,12 @@ def check_before_hydra(argv: list[str]) -> list[str]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    from ellm.craftax.options import check_overrides, is_craftax, parse_spec
+    from ellm.craftax.options import check_overrides
     from ellm.method import check_agent_alias
     from ellm.run.checkpoint import CheckpointError
-    from ellm.run.config import ConfigError, check_added_keys, validate
+    from ellm.run.config import ConfigError, check_added_keys
 
-    logging.disable(logging.WARNING)  # the job repeats the checks and logs their warnings
+    logging.disable(logging.WARNING)  # a job's own lines are kept for its log (kept_log)
     try:
         with initialize_config_dir(str(ROOT), version_base="1.3"):
             argv = plus_on_existing(argv, compose)
@@ -114,16 +119,55 @@ def check_before_hydra(argv: list[str]) -> list[str]:
                 blank = blank or key_from_config_file(cfg)
                 check_added_keys(cfg, added_keys(overrides, compose))
                 check_overrides(overrides, cfg)
-                if is_craftax(cfg):
-                    parse_spec(cfg)
-                else:
-                    validate(effective_config(cfg, overrides))
+                with kept_log() as records:
+                    spec = job_spec(cfg, overrides)
+                _CHECKED[OmegaConf.to_yaml(cfg)] = (spec, records)
     except (HydraException, ConfigError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(CONFIG_ERROR)
     finally:
         logging.disable(logging.NOTSET)
     return argv + blank
+
+
+def job_spec(cfg: DictConfig, overrides: list[str]) -> Any:
+    """The one parse of a job's config: a ``RunSpec`` (torch engine) or a ``CraftaxSpec``."""
+    from ellm.craftax.options import is_craftax, parse_spec
+    from ellm.run.config import validate
+
+    if is_craftax(cfg):
+        return parse_spec(cfg)
+    return validate(effective_config(cfg, overrides))
+
+
+@contextmanager
+def kept_log() -> Iterator[list[logging.LogRecord]]:
+    """The lines ellm logs meanwhile (info and up), kept rather than shown: before Hydra starts
+    a job there is no run log to write them to, and the job logs them (:func:`checked_spec`)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    handler.addFilter(lambda r: r.name.startswith("ellm") or r.levelno >= logging.WARNING)
+    root = logging.getLogger()
+    saved, root.handlers, level = root.handlers, [handler], root.level
+    root.setLevel(logging.INFO)
+    logging.disable(logging.NOTSET)
+    try:
+        yield records
+    finally:
+        logging.disable(logging.WARNING)
+        root.handlers, root.level = saved, level
+
+
+def checked_spec(cfg: DictConfig, run_dir: Path) -> Any:
+    """The job's spec: check_before_hydra's where it parsed this config in this process (its
+    lines are logged now), else parsed here (a job another process runs, e.g. under SLURM)."""
+    spec, records = _CHECKED.pop(OmegaConf.to_yaml(cfg), (None, []))
+    for record in records:
+        logging.getLogger(record.name).handle(record)
+    if spec is not None:
+        return spec
+    return build_or_exit(lambda: job_spec(cfg, list(HydraConfig.get().overrides.task)), run_dir)
 
 
 def compose_job(overrides: list[str], compose: Any) -> DictConfig:
@@ -191,10 +235,10 @@ def main(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
+    spec = checked_spec(cfg, run_dir)
     if str(cfg.env_spec.name).startswith("Craftax"):
-        return train_craftax(cfg, run_dir)
-    workspace = build_or_exit(lambda: Workspace(
-        effective_config(cfg, list(HydraConfig.get().overrides.task)), run_dir), run_dir)
+        return train_craftax(spec, run_dir)
+    workspace = build_or_exit(lambda: Workspace(spec, run_dir), run_dir)
     try:
         workspace.train()
     except ActorFailed as exc:  # its traceback is in the log already
@@ -229,11 +273,11 @@ def interrupted(message: str) -> None:
     sys.exit(130)
 
 
-def train_craftax(cfg: DictConfig, run_dir: Path) -> None:
+def train_craftax(spec: Any, run_dir: Path) -> None:
     """The Craftax engine's run (docs/craftax.md): the same front door, records and exit codes."""
     from ellm.craftax.run import CraftaxRun
 
-    run = build_or_exit(lambda: CraftaxRun(cfg, run_dir), run_dir)
+    run = build_or_exit(lambda: CraftaxRun(spec, run_dir), run_dir)
     try:
         run.train()
     except KeyboardInterrupt:

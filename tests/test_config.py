@@ -467,6 +467,30 @@ def test_lm_keys_once_added_with_plus_still_may_be():
         "agent=rnd"]
 
 
+def test_each_job_is_parsed_once_and_its_lines_reach_its_log(monkeypatch, caplog, tmp_path):
+    """check_before_hydra parses each job; the job Hydra then runs in this process takes that
+    spec and logs the lines its check held back, rather than parsing again."""
+    import ellm.craftax.options
+    import ellm.run.config
+
+    calls = []
+    for module, name in ((ellm.run.config, "validate"), (ellm.craftax.options, "parse_spec")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda cfg, real=real: calls.append(cfg) or real(cfg))
+    train = train_module()
+    argv = ["-m", "method=rnd", "use_goal=True", "seed=1,2"]
+    assert train.check_before_hydra(argv) == argv
+    assert len(calls) == 2 and not caplog.records  # held back: no run log exists yet
+    with caplog.at_level(logging.INFO):
+        specs = [train.checked_spec(config("method=rnd", "use_goal=True", f"seed={seed}"),
+                                    tmp_path) for seed in (2, 1)]
+    assert len(calls) == 2 and [s.run.seed for s in specs] == [2, 1]
+    assert caplog.text.count("use_goal=True with method=rnd") == 2  # once per job
+    train.check_before_hydra(["env_spec.name=Craftax-Classic-v1", "method=ellm"])
+    spec = train.checked_spec(config("env_spec.name=Craftax-Classic-v1", "method=ellm"), tmp_path)
+    assert len(calls) == 3 and spec.method == "ellm" and spec.basics.exp_name == "something_default"
+
+
 def test_a_novelty_baseline_that_reads_goals_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="ellm"):
         validate(config("method=rnd", "use_goal=True"))

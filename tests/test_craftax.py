@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from crafter import objects
 
+from ellm.craftax.options import parse_spec
 from ellm.craftax.pqn import Batch, lambda_returns
 from ellm.games.craftax import goals as G
 from ellm.games.craftax.reward import goal_reward
@@ -262,7 +263,7 @@ def test_every_method_compiles_and_updates(tmp_path, method):
             "env_spec.name=Craftax-Classic-v2", f"method={method}", "seeds=2",
             "craftax.num_envs=4", "craftax.num_steps=4", "craftax.hidden=8",
             "craftax.minibatches=2", "craftax.reset_worlds=2", "env_spec.length=20"])
-    run = CraftaxRun(cfg, tmp_path)
+    run = CraftaxRun(parse_spec(cfg), tmp_path)
     _states, (metrics, records) = to_host(run.engine.make_chunk(2)(run.states, run.tables))
     assert records["done"].shape == (2, 2, 4, 4)  # seeds, updates, steps, envs
     learns = method != "random"
@@ -302,11 +303,11 @@ def test_a_finetune_takes_the_pretrained_goal_width_and_weights(tmp_path):
     with initialize_config_dir(config_dir=root, version_base="1.3"):
         cfg = compose("config", overrides=[*overrides, "seed=4", "seeds=1"])
         wrong = compose("config", overrides=[*overrides, "seed=5", "seeds=1"])
-    run = CraftaxRun(cfg, tmp_path / "run")
+    run = CraftaxRun(parse_spec(cfg), tmp_path / "run")
     assert run.pretrained["goal_dim"] == 7 and run.pretrained["code_commit"] == "abc123"
     assert run.tables.goal_emb.shape[1] == 7 and not run.tables.goal_emb.any()
     for got, want in zip(jax.tree_util.tree_leaves(run.states.params),
                          jax.tree_util.tree_leaves(params[1]), strict=True):
         np.testing.assert_array_equal(np.asarray(got)[0], np.asarray(want))
     with pytest.raises(Exception, match=r"holds seeds \[3, 4\], not \[5\]"):
-        CraftaxRun(wrong, tmp_path / "run5")
+        CraftaxRun(parse_spec(wrong), tmp_path / "run5")

@@ -21,6 +21,7 @@ from ellm.loop.collect import EpisodeEnd
 from ellm.loop.timing import Timer
 from ellm.loop.workspace import Workspace
 from ellm.run import checkpoint
+from ellm.run.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOP = [t for t in TINY if not t.startswith(("num_train_frames", "eval_every_frames"))]
@@ -29,7 +30,7 @@ LOOP = [t for t in TINY if not t.startswith(("num_train_frames", "eval_every_fra
 def workspace(run_dir: Path, *overrides: str) -> Workspace:
     with initialize_config_dir(str(ROOT), version_base="1.3"):
         cfg = compose("config", overrides=["device=cpu", "agent=rnd", *LOOP, *overrides])
-    return Workspace(cfg, run_dir)
+    return Workspace(validate(cfg), run_dir)
 
 
 def test_checkpoint_round_trip_restores_agent_counters_and_random_streams(tmp_path):

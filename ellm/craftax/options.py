@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -11,6 +11,7 @@ from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
 from ellm.method import ALIAS_METHODS, CRAFTAX_METHODS, METHODS, TORCH_METHODS
+from ellm.run.config import RunBasics
 from ellm.run.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
 
 ENV_IDS: Final = ("Craftax-Classic-v1", "Craftax-Classic-v2")
@@ -115,6 +116,9 @@ class CraftaxSpec:
     threshold: float
     options: CraftaxOptions
     loop: LoopConfig
+    basics: RunBasics
+    lm: dict[str, Any]   # env_spec.lm_spec, resolved: the LLM goal source's (build_suggester)
+    cfg: DictConfig      # the whole config, for the run's records only
     finetune_from: str | None = None   # a pretrained run's snapshot: its weights start this run
 
 
@@ -182,6 +186,8 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
                       max_grad_norm=float(opts.max_grad_norm), gamma=float(cfg.discount),
                       lam=float(opts.td_lambda), epochs=opts.epochs, minibatches=opts.minibatches))
     return CraftaxSpec(env_id=env_id, method=method, goal_source=source,
+                       basics=parse(RunBasics, cfg),
+                       lm=OmegaConf.to_container(cfg.env_spec.lm_spec, resolve=True), cfg=cfg,
                        seeds=tuple(range(seed, seed + seeds)), frames=frames,
                        eval_every=int(cfg.eval_every_frames),
                        eval_episodes=int(cfg.num_eval_episodes), length=length,

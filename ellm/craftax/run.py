@@ -13,11 +13,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from ellm.conf import resumes
 from ellm.craftax.loop import Engine, SeedState, Tables, stack_seeds, to_host
-from ellm.craftax.options import MAX_SEEDS, CraftaxSpec, parse_spec
+from ellm.craftax.options import MAX_SEEDS, CraftaxSpec
 from ellm.craftax.pqn import QNetwork
 from ellm.craftax.snapshot import (
     SNAPSHOT,
@@ -52,13 +51,12 @@ MAX_ASKS_PER_CHUNK = 4096  # new captions sent to the LLM between two chunks at 
 class CraftaxRun:
     """``python train.py env_spec.name=Craftax-Classic-v1 method=...``: see docs/craftax.md."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
-        self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.spec: CraftaxSpec = parse_spec(cfg)
-        self.env = make(self.spec.env_id, self.spec.length)
-        self.resumed = resumed = resumes(cfg.get("snapshot_path"), cfg.get("finetune_snapshot"))
+    def __init__(self, spec: CraftaxSpec, run_dir: Path) -> None:
+        self.spec, self.run_dir, basics = spec, Path(run_dir), spec.basics
+        self.env = make(spec.env_id, spec.length)
+        self.resumed = resumed = resumes(basics.snapshot_path, basics.finetune_snapshot)
         if resumed and not (self.run_dir / SNAPSHOT).exists():
-            raise CheckpointError(f"snapshot_path={cfg.snapshot_path}: no {SNAPSHOT} in "
+            raise CheckpointError(f"snapshot_path={basics.snapshot_path}: no {SNAPSHOT} in "
                                   f"{self.run_dir} to resume (a Craftax run dir holds one)")
         self.pretrained = self._pretrained(resumed)
         if self.pretrained and self.pretrained["goal_input"]:
@@ -100,9 +98,9 @@ class CraftaxRun:
         for seed, path in zip(spec.seeds, self.seed_dirs, strict=True):
             path.mkdir(exist_ok=True)
             write_record(path, self.record(seed))
-            self.loggers.append(Logger(path, use_tb=cfg.use_tb, use_wandb=cfg.use_wandb,
+            self.loggers.append(Logger(path, use_tb=basics.use_tb, use_wandb=basics.use_wandb,
                                        wandb_config=self.record(seed),
-                                       wandb_name=f"{cfg.exp_name}-seed{seed}",
+                                       wandb_name=f"{basics.exp_name}-seed{seed}",
                                        resumed_at=keep, reinit=len(spec.seeds) > 1))
             self.train_stats.append(StatsWriter(path / "train" / "stats.jsonl", keep))
             self.eval_stats.append(StatsWriter(path / "eval" / "stats.jsonl", keep))
@@ -115,7 +113,7 @@ class CraftaxRun:
             return None
         from ellm.lm import build_suggester
 
-        spec = OmegaConf.to_container(self.cfg.env_spec.lm_spec, resolve=True)
+        spec = dict(self.spec.lm)
         if spec.get("blocking", True):
             # A chunk never waits for the LLM; between chunks, neither does the host.
             log.info("the Craftax engine asks the LLM non-blocking (env_spec.lm_spec.blocking "
@@ -169,7 +167,7 @@ class CraftaxRun:
         if uses_goals:
             from ellm.embed import SentenceEmbedder
 
-            embedder = SentenceEmbedder(self.cfg.get("sbert_model"), device="cpu")
+            embedder = SentenceEmbedder(self.spec.basics.sbert_model, device="cpu")
             goal_emb = embedder.embed(list(G.GOALS)).astype(np.float32)
             # Shown goals' mean embeddings all lie in the span of the 24 goals: coordinates in an
             # orthonormal basis of it keep every distance, in 24 numbers instead of 384.
@@ -186,7 +184,7 @@ class CraftaxRun:
 
     def record(self, seed: int | None = None) -> dict[str, Any]:
         """What the run is: its config without secrets, its method, game and engine."""
-        config = redacted(self.cfg)
+        config = redacted(self.spec.cfg)
         config.pop("agent", None)  # the torch engine's DQN: not what this run trains
         if seed is not None:
             config["seed"] = seed
@@ -229,7 +227,8 @@ class CraftaxRun:
             before, self.frame = self.frame, self.frame + per_chunk
             self._write_train(metrics, records, before, per_chunk / seconds * len(spec.seeds))
             self._ask(records)
-            if self.cfg.progress and time.monotonic() - last_line >= self.cfg.progress_every_s:
+            if spec.basics.progress and (time.monotonic() - last_line
+                                         >= spec.basics.progress_every_s):
                 last_line = time.monotonic()
                 log.info("[craftax %s] frame %d/%d per seed x %d seeds, %.0f frames/s",
                          spec.method, self.frame, spec.frames, len(spec.seeds),
@@ -335,7 +334,7 @@ class CraftaxRun:
             self._ask(lm)
 
     def _snapshot(self) -> None:
-        if not self.cfg.save_snapshot:
+        if not self.spec.basics.save_snapshot:
             return
         extra = {"lm_counts": self.lm_counts}
         if self.spec.goal_source == "llm":

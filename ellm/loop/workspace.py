@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 import ellm
@@ -40,7 +39,7 @@ from ellm.replay.loader import DeviceBatches
 from ellm.run import checkpoint
 from ellm.run.checkpoint import rng_state, seed_everything, set_rng_state
 from ellm.run.command_line import write_record
-from ellm.run.config import resolve_threads, resolve_workers, run_config, validate
+from ellm.run.config import RunSpec, resolve_threads, resolve_workers, run_config
 from ellm.run.lm_usage import LMUsage
 from ellm.run.logger import Logger
 
@@ -57,9 +56,9 @@ def updates_due(frame: int, seed_frames: int, every: int, since: int = 0) -> int
 class Workspace:
     """Everything one training run needs; ``train()`` runs it."""
 
-    def __init__(self, cfg: DictConfig, run_dir: str | Path):
-        self.spec = validate(cfg)
-        self.cfg, self.game, self.method = cfg, self.spec.game, self.spec.method
+    def __init__(self, spec: RunSpec, run_dir: str | Path):
+        self.spec, cfg = spec, spec.cfg
+        self.cfg, self.game, self.method = cfg, spec.game, spec.method
         self.run = run = self.spec.run
         self.device = self.spec.device
         self.num_actors = int(run.num_actors)

@@ -83,7 +83,25 @@ def _run_name(v: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class RunBasics:
+    """The top-level keys both engines read: the run's name, logs, snapshots and progress."""
+
+    use_tb: bool = boolean()
+    use_wandb: bool = boolean()
+    save_snapshot: bool = boolean()
+    progress: bool = boolean()
+    progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
+    exp_name: str = valid("a name for one folder under exp_local/<date> (no path separator, "
+                          f"no '..', no control character); {RUN_DIR_HINT}", _run_name)
+    snapshot_path: str | None = valid("a path, or null", lambda v: v is None or isinstance(v, str))
+    finetune_snapshot: bool = boolean()
+    sbert_model: str | None = valid("a sentence-transformers model name or folder, or null (the "
+                                    "packaged all-MiniLM-L6-v2)",
+                                    lambda v: v is None or (isinstance(v, str) and bool(v)))
+
+
+@dataclass(frozen=True)
+class RunOptions(RunBasics):
     """Top-level keys of ``config.yaml`` (documented there) that the agent block does not
     take."""
 
@@ -106,21 +124,12 @@ class RunOptions:
     discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
     # AGENT_KEYS_AT_TOP are the agent's options (agent.x: ${x}), checked once, there, under
     # these names.
-    use_tb: bool = boolean()
-    use_wandb: bool = boolean()
-    save_snapshot: bool = boolean()
     save_buffer: bool = boolean()
-    finetune_snapshot: bool = boolean()
     clip_reward: bool = boolean()
     single_goal_eval: bool = boolean()
     train_after_reward: bool = boolean()
     decay_after_reward: bool = boolean()
     use_extr_rew: bool = boolean()
-    progress: bool = boolean()
-    progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
-    exp_name: str = valid("a name for one folder under exp_local/<date> (no path separator, "
-                          f"no '..', no control character); {RUN_DIR_HINT}", _run_name)
-    snapshot_path: str | None = valid("a path, or null", lambda v: v is None or isinstance(v, str))
     resume_id: str | None = valid("a W&B run id, or null",
                                   lambda v: v is None or isinstance(v, str))
 

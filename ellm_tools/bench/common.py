@@ -24,8 +24,9 @@ def compose(overrides: list[str]):
 
 def workspace(overrides: list[str], run_dir: Path):
     from ellm.loop.workspace import Workspace
+    from ellm.run.config import validate
 
-    return Workspace(compose(overrides), run_dir)
+    return Workspace(validate(compose(overrides)), run_dir)
 
 
 def run_fps(run_dir: Path) -> float:

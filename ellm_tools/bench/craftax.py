@@ -18,12 +18,13 @@ from ellm_tools.bench.common import BASE, compose, run_fps, workspace
 
 def craftax_fps(method: str, seeds: int, chunks: int, overrides: list[str]) -> dict[str, float]:
     from ellm.craftax.loop import to_host
+    from ellm.craftax.options import parse_spec
     from ellm.craftax.run import CraftaxRun
 
     cfg = compose(["env_spec.name=Craftax-Classic-v1", f"method={method}", f"seeds={seeds}",
                    "use_tb=false", "use_wandb=false", "save_snapshot=false", *overrides])
     with tempfile.TemporaryDirectory() as tmp:
-        run = CraftaxRun(cfg, Path(tmp))
+        run = CraftaxRun(parse_spec(cfg), Path(tmp))
         opts = run.spec.options
         chunk = run.engine.make_chunk(opts.updates_per_chunk)
         start = time.monotonic()

@@ -174,6 +174,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
     """Pre-fill, then ``rounds`` of (early window, late window)."""
     from ellm.loop.workspace import Workspace
     from ellm.replay import ReplayStorage
+    from ellm.run.config import validate
 
     n = eval_episodes_for(frames)
     # random actions for ``collect`` frames (the seed frames): real frames and captions
@@ -184,7 +185,7 @@ def late_phase(frames: int, rounds: int, prefill: int, overrides: list[str],
     if frames < 1 or skip < 0:
         raise ValueError(f"a window needs frames >= 1 and a warm-up >= 0, not {frames} and {skip}")
     with tempfile.TemporaryDirectory() as tmp:
-        ws = Workspace(cfg, run_dir or Path(tmp) / "run")
+        ws = Workspace(validate(cfg), run_dir or Path(tmp) / "run")
         ws.train()
         tile_episodes(ws.storage.replay_dir, prefill)
         held = ReplayStorage(ws.storage.replay_dir, ws.strings).num_transitions
