@@ -117,7 +117,7 @@ class CraftaxSpec:
     options: CraftaxOptions
     loop: LoopConfig
     basics: RunBasics
-    lm: dict[str, Any]   # env_spec.lm_spec, resolved: the LLM goal source's (build_suggester)
+    lm: dict[str, Any]
     cfg: DictConfig      # the whole config, for the run's records only
     finetune_from: str | None = None   # a pretrained run's snapshot: its weights start this run
 
