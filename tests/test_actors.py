@@ -118,11 +118,12 @@ def test_shared_weights_reach_an_actor_only_when_their_version_moved():
 @pytest.mark.e2e
 def test_an_actor_that_raises_stops_the_run_with_its_traceback(caplog):
     run = validate(_config())
-    run.cfg.env_spec.name = "NoSuchGame-v0"  # the actor fails to build its env
+    # the actor fails to build its env
+    run = dataclasses.replace(run, env=dataclasses.replace(run.env, name="NoSuchGame-v0"))
     pool = ActorPool(run, 1, _agent(0).state_dict(), frame=0, decay_from=None)
     with pytest.raises(ActorFailed, match=r"actor 0 \(pid \d+\) failed: .*NoSuchGame-v0"), pool:
         pool.receive()
-    assert "Traceback" in caplog.text and "find_game" in caplog.text
+    assert "Traceback" in caplog.text and "make_env" in caplog.text
     assert pool.processes[0].exitcode == 1
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PRETRAIN
 from hydra import compose, initialize_config_dir
 
 from ellm.agent.options import IGNORED_OPTIONS
@@ -268,10 +269,10 @@ def test_what_each_method_makes_the_loop_do():
     assert METHODS["ellm"].goal_reward and not METHODS["ellm"].game_reward
     assert not METHODS["rnd"].goal_reward
     assert not METHODS["random"].learns and METHODS["random"].game_reward
-    cfg = config("method=rnd", "use_extr_rew=True", "agent.extr_rew_weight=0.5")
-    assert METHODS["rnd"].game_weight(cfg) == 0.5
-    assert METHODS["rnd"].game_weight(config("method=rnd")) is None
-    assert METHODS["extrinsic"].game_weight(config()) == 1.0
+    run = validate(config("method=rnd", "use_extr_rew=True", "agent.extr_rew_weight=0.5"))
+    assert METHODS["rnd"].game_weight(run.run.use_extr_rew, run.agent) == 0.5
+    assert METHODS["rnd"].game_weight(False, run.agent) is None
+    assert METHODS["extrinsic"].game_weight(False, validate(config()).agent) == 1.0
 
 
 def test_every_ignored_key_exists_and_says_so_in_config_yaml():
@@ -281,10 +282,24 @@ def test_every_ignored_key_exists_and_says_so_in_config_yaml():
         node = data
         for part in key.split("."):
             node = node[part]  # KeyError: a listed key that config.yaml does not have
+        assert node == IGNORED_KEYS[key][0][0], key  # config.yaml's value is the first quiet one
         indent = "  " * key.count(".")
         line = next(line for line in text.splitlines()
                     if line.startswith(f"{indent}{key.rsplit('.', 1)[-1]}:"))
         assert "accepted and ignored" in line, line
+
+
+def test_an_ignored_key_set_to_a_value_it_will_not_honour_is_warned_once(caplog):
+    with caplog.at_level(logging.WARNING, logger="ellm"):
+        validate(config(*PRETRAIN))  # the original's command: use_sbert=True is what runs
+    assert "accepted and ignored" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="ellm"):
+        validate(config("train_log_every=100", "agent.vocab=7", "eval_video_goals=[a]"))
+    lines = [m for r in caplog.records if "accepted and ignored" in (m := r.getMessage())]
+    assert [line.partition(" is accepted and ignored: ")[::2] for line in lines] == [
+        ("train_log_every=100", "training metrics are logged once per episode"),
+        ("agent.vocab=7", "the original's word vocabulary (see vocab_size)"),
+        ("eval_video_goals=['a']", "eval videos are not implemented")]
 
 
 def test_auto_threads_leave_room_for_a_second_run():
@@ -355,7 +370,7 @@ def test_the_goal_source_asks_the_parsed_lm_spec_not_the_raw_config(name):
     cfg = config(f"env_spec.name={name}", "env_spec.lm_spec.lm_class=SimpleOracle")
     run = validate(cfg)
     cfg.env_spec.lm_spec.lm_class = "BaselineModel"  # what a re-parse of the raw config would see
-    goals, _ = run.game.goals(cfg, run.lm, None, goal_reward=True)
+    goals, _ = run.game.goals(run, None, goal_reward=True)
     suggester = goals.suggester
     assert type(getattr(suggester, "answerer", suggester)).__name__ in (
         "SimpleOracle", "GroundTruthAnswers")

@@ -14,7 +14,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from ellm.run import checkpoint
-from ellm.run.config import MAX_WORKERS, ConfigError, check_config_file, validate
+from ellm.run.config import ConfigError, check_config_file, validate
+from ellm.run.spec import MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 

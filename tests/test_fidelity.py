@@ -151,7 +151,7 @@ def test_fixed_setting_oracle_keeps_to_the_upstream_rules():
 
 def novelty_goals(cfg) -> tuple[str, ...]:
     run = validate(cfg)
-    return run.game.goals(cfg, run.lm, None, True)[0].suggester.all_goals
+    return run.game.goals(run, None, True)[0].suggester.all_goals
 
 
 def test_v1_novelty_suggests_all_139_harder_action_names():
@@ -179,13 +179,14 @@ def test_v1_goal_string_joins_goals_with_spaces():
         "Your goal is: chop tree drink water.")
     assert goal_text([], paper_setting=True) == "Your goal is: ."
     cfg = config()
-    assert validate(cfg).game.goal_text(cfg, ["chop tree"]) == "Your goal is: chop tree."
+    run = validate(cfg)
+    assert run.game.goal_text(run, ["chop tree"]) == "Your goal is: chop tree."
 
 
 def test_crafter_reward_v1_shows_the_agent_no_goal():
     cfg = config("env_spec.name=CrafterReward-v1")
     run = validate(cfg)
-    source, rewards = run.game.goals(cfg, run.lm, None, goal_reward=False)
+    source, rewards = run.game.goals(run, None, goal_reward=False)
     assert rewards == []
     env = blank_env("CrafterReward-v1")
     env.world.add(objects.Cow(env.world, at(env, 1, 0)))
@@ -203,7 +204,7 @@ def test_the_originals_class_names_are_accepted():
 @pytest.mark.parametrize("name", ["CrafterTextEnv-v1", "CrafterReward-v1", "CrafterNoReward-v1"])
 def test_every_v1_id_is_the_paper_setting(name):
     cfg = config(f"env_spec.name={name}")
-    assert validate(cfg).game.paper_setting(cfg)
+    assert validate(cfg).game.paper_setting(name)
 
 
 # ---------------------------------------------------------------- hierarchical chains
@@ -491,7 +492,8 @@ def test_housekeep_paper_setting_a_suggested_re_pick_pays_0_and_time_outs_are_te
         _, _, term, trunc, info = env.step(0)
         assert (term, trunc, info["discount"]) == (terminated, truncated, discount)
     cfg = config("env_spec.name=Housekeep-v2")
-    assert validate(cfg).game.name == "housekeep" and not validate(cfg).game.paper_setting(cfg)
+    game = validate(cfg).game
+    assert game.name == "housekeep" and not game.paper_setting("Housekeep-v2")
 
 
 # ---------------------------------------------------------------- the LM prompt (row 8)

@@ -38,8 +38,8 @@ def gpt(server: OpenAITestServer, *extra: str) -> list[str]:
 def test_oracle_scores_one_and_outputs_are_written(tmp_path):
     for name in ("CrafterTextEnv-v1", "CrafterTextEnv-v2"):
         out = tmp_path / name
-        cfg, game, suggester = prepare([f"env_spec.name={name}"], out)
-        result = run(cfg, game, suggester, 12, out)
+        spec, game, suggester = prepare([f"env_spec.name={name}"], out)
+        result = run(spec, game, suggester, 12, out)
         scores = result["scores"]
         assert scores["precision"] == scores["recall"] == scores["action_share"] == 1.0
         assert scores["parse_errors"] == scores["api_calls"] == 0
@@ -53,20 +53,20 @@ def test_oracle_scores_one_and_outputs_are_written(tmp_path):
 
 @pytest.mark.slow
 def test_sample_holds_tables_stone_furnaces_and_nights(tmp_path):
-    cfg, game, _ = prepare([], tmp_path)
-    samples, info = sample_crafter_states(game, cfg, 60, seed=1, paper_setting=True)
+    spec, _, _ = prepare([], tmp_path)
+    samples, info = sample_crafter_states(spec, 60, seed=1, paper_setting=True)
     assert len(samples) == 60 and len({state_description(s.state) for s in samples}) == 60
     assert sum(s.play == "guided" for s in samples) == 30
     for word in ("table", "stone", "furnace"):
         assert any(s.sees(word) for s in samples), word
     assert any(s.night for s in samples)
     assert info["random_episodes"] >= 6 and info["guided_episodes"] >= 6
-    again, _ = sample_crafter_states(game, cfg, 10, seed=1, paper_setting=True)
-    first, _ = sample_crafter_states(game, cfg, 10, seed=1, paper_setting=True)
+    again, _ = sample_crafter_states(spec, 10, seed=1, paper_setting=True)
+    first, _ = sample_crafter_states(spec, 10, seed=1, paper_setting=True)
     assert [s.state for s in again] == [s.state for s in first]
     # A config over Crafter's own 17 actions samples the same states (its plays go by name).
-    own, _ = prepare(["env_spec.action_space_type=crafter"], tmp_path)[:2]
-    crafter, _ = sample_crafter_states(game, own, 10, seed=1, paper_setting=True)
+    own = prepare(["env_spec.action_space_type=crafter"], tmp_path)[0]
+    crafter, _ = sample_crafter_states(own, 10, seed=1, paper_setting=True)
     assert [s.state for s in crafter] == [s.state for s in first]
 
 
@@ -105,11 +105,11 @@ def test_non_blocking_training_overrides_are_measured_blocking_and_said(server, 
     # would be the fallback goals (an all-zero row); the tool says so and waits for answers.
     server.default = Reply.bullets("chop tree", "eat cow")
     with caplog.at_level("WARNING"):
-        cfg, game, suggester = prepare(gpt(server, "env_spec.lm_spec.blocking=false"),
+        spec, game, suggester = prepare(gpt(server, "env_spec.lm_spec.blocking=false"),
                                        tmp_path)
     assert "measures with blocking=true" in caplog.text
-    assert cfg.env_spec.lm_spec.blocking is True
-    scores = run(cfg, game, suggester, 6, tmp_path)["scores"]
+    assert spec.lm.blocking is True and spec.cfg.env_spec.lm_spec.blocking is True
+    scores = run(spec, game, suggester, 6, tmp_path)["scores"]
     assert scores["goals_per_state"] > 0 and scores["api_calls"] >= 1
     assert scores["latency_p50_s"] > 0
 
@@ -117,28 +117,28 @@ def test_non_blocking_training_overrides_are_measured_blocking_and_said(server, 
 @pytest.mark.slow
 def test_garbage_answers_and_failures_are_counted(server, tmp_path):
     server.default = Reply("As a language model I cannot play games.")
-    cfg, game, suggester = prepare(gpt(server), tmp_path / "garbage")
-    scores = run(cfg, game, suggester, 6, tmp_path / "garbage")["scores"]
+    spec, game, suggester = prepare(gpt(server), tmp_path / "garbage")
+    scores = run(spec, game, suggester, 6, tmp_path / "garbage")["scores"]
     assert scores["parse_errors"] == 6 and scores["goals_per_state"] == 0
     assert math.isnan(scores["precision"]) and scores["recall"] == 0.0
     assert "| 6 | – | – | 0.00 | 6 | 0.0 |" in (tmp_path / "garbage" / "quality.md").read_text()
 
     server.default = Reply.error(500)
-    cfg, game, suggester = prepare(gpt(server), tmp_path / "down")
-    scores = run(cfg, game, suggester, 4, tmp_path / "down")["scores"]
+    spec, game, suggester = prepare(gpt(server), tmp_path / "down")
+    scores = run(spec, game, suggester, 4, tmp_path / "down")["scores"]
     assert scores["api_errors"] == 4 and scores["parse_errors"] == 0
     # A rerun into the same directory replays the cached answers of the first run.
     server.default = Reply.bullets("chop tree")
-    cfg, game, suggester = prepare(gpt(server), tmp_path / "garbage")
-    scores = run(cfg, game, suggester, 6, tmp_path / "garbage")["scores"]
+    spec, game, suggester = prepare(gpt(server), tmp_path / "garbage")
+    scores = run(spec, game, suggester, 6, tmp_path / "garbage")["scores"]
     assert scores["cache_hits"] == 6 and scores["api_calls"] == 0
     assert scores["parse_errors"] == 6 and math.isnan(scores["dollars_per_1k"])
 
 
 def test_housekeep_accuracy_against_the_ground_truth(server, tmp_path):
     overrides = gpt(server, "env_spec.name=Housekeep")
-    cfg, game, _ = prepare(overrides, tmp_path)
-    questions, _ = sample_housekeep_questions(game, cfg, 20, seed=cfg.seed)
+    spec, _, _ = prepare(overrides, tmp_path)
+    questions, _ = sample_housekeep_questions(spec, 20, seed=spec.run.seed)
     assert sum(q.truth for q in questions) == 10 and len(questions) == 20
     truth = {yes_no_prompt(q.object_name, q.receptacle_name): q.truth for q in questions}
     broken = yes_no_prompt(questions[0].object_name, questions[0].receptacle_name)
@@ -150,21 +150,21 @@ def test_housekeep_accuracy_against_the_ground_truth(server, tmp_path):
         return Reply.yes_no(-0.05, -3.0) if truth[prompt] else Reply.yes_no(-3.0, -0.05)
 
     server.responder = right
-    cfg, game, suggester = prepare(overrides, tmp_path / "right")
-    scores = run(cfg, game, suggester, 20, tmp_path / "right")["scores"]
+    spec, game, suggester = prepare(overrides, tmp_path / "right")
+    scores = run(spec, game, suggester, 20, tmp_path / "right")["scores"]
     assert scores["questions"] == 20 and scores["yes_share"] == 0.5
     assert scores["accuracy"] == scores["precision"] == scores["recall"] == 1.0
     assert scores["unanswered"] == 1 and scores["parse_errors"] == 1
 
     server.responder = lambda body: Reply.yes_no(-0.05, -3.0)  # yes to everything
-    cfg, game, suggester = prepare(overrides, tmp_path / "yes")
-    scores = run(cfg, game, suggester, 20, tmp_path / "yes")["scores"]
+    spec, game, suggester = prepare(overrides, tmp_path / "yes")
+    scores = run(spec, game, suggester, 20, tmp_path / "yes")["scores"]
     assert (scores["accuracy"], scores["precision"], scores["recall"]) == (0.5, 0.5, 1.0)
     table = (tmp_path / "yes" / "quality.md").read_text()
     assert "| 20 (10) | 0.50 | 0.50 | 1.00 | 0 | 0 |" in table
 
-    cfg, game, suggester = prepare(["env_spec.name=Housekeep"], tmp_path / "oracle")
-    scores = run(cfg, game, suggester, 20, tmp_path / "oracle")["scores"]
+    spec, game, suggester = prepare(["env_spec.name=Housekeep"], tmp_path / "oracle")
+    scores = run(spec, game, suggester, 20, tmp_path / "oracle")["scores"]
     assert scores["accuracy"] == 1.0 and scores["api_calls"] == 0
 
 

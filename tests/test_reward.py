@@ -199,13 +199,14 @@ class StepCount:
         return {"count_steps": float(self.t)}
 
 
-def count_rewards(cfg) -> list[StepCount]:
+def count_rewards(spec) -> list[StepCount]:
     return [StepCount()]
 
 
 def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward():
     """``Method.rewards`` (docs/baselines.md, "Adding a method"): built afresh for each rollout,
     the reward the replay stores, reported by its name."""
+    import dataclasses
     import pickle
 
     import torch
@@ -217,10 +218,10 @@ def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward
 
     with initialize_config_dir(str(ROOT), version_base="1.3"):
         cfg = compose("config", overrides=["device=cpu", "env_spec.name=CrafterTextEnv-v2"])
-    run = validate(cfg)
     count = Method("count", goal_reward=False, game_reward=False, rewards=count_rewards)
+    run = dataclasses.replace(validate(cfg), method=count)
     assert pickle.loads(pickle.dumps(count)) == count  # actors receive it pickled
-    parts = rollout_parts(cfg, run.game, count, run.lm, torch.device("cpu"), env_seed=1)
+    parts = rollout_parts(run, torch.device("cpu"), env_seed=1)
     assert [r.name for r in parts.rewards] == ["count"]
     rollout = parts.rollout(cfg.frame_stack)
     rollout.reset()
@@ -228,5 +229,5 @@ def test_a_methods_own_per_step_reward_is_in_every_rollout_and_the_stored_reward
     assert [s.reward for s in steps] == [1.0, 2.0, 3.0]
     summary = rollout.summary()
     assert summary["return/count"] == 6.0 and summary["count_steps"] == 3.0
-    _, eval_rewards = goal_source(cfg, run.game, count, run.lm, None)
+    _, eval_rewards = goal_source(run, None)
     assert [r.name for r in eval_rewards] == ["count"] and eval_rewards[0] is not parts.rewards[0]

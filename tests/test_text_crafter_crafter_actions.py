@@ -136,14 +136,14 @@ def test_do_facing_nothing_it_acts_on_fails_and_changes_nothing(env_id, material
 def test_the_game_counts_do_as_every_action_it_carries_out():
     from ellm.games.crafter import CrafterGame
 
-    cfg = _config("env_spec.action_space_type=crafter", "env_spec.novelty_goals=all")
+    spec = validate(_config("env_spec.action_space_type=crafter", "env_spec.novelty_goals=all"))
     game = CrafterGame()
-    vocabulary = game.goal_vocabulary(cfg)
+    vocabulary = game.goal_vocabulary(spec)
     assert {"chop tree", "attack cow", "mine diamond", "place furnace"} <= set(vocabulary)
     assert "do" not in vocabulary and "move left" not in vocabulary
-    goals = game.novelty_goals(cfg)
+    goals = game.novelty_goals(spec)
     assert len(goals) == 17 + len(acts.DO_NAMES) and goals[5:7] == ("do", "eat plant")
-    harder = _config("env_spec.novelty_goals=all")
+    harder = validate(_config("env_spec.novelty_goals=all"))
     assert game.novelty_goals(harder) == acts.HARDER_ACTIONS
 
 
@@ -157,9 +157,9 @@ def test_the_random_method_draws_uniformly_over_the_17_actions():
                   "env_spec.action_space_type=crafter", "seed=1")
     spec = validate(cfg)
     assert spec.method.name == "random" and not spec.method.learns
-    env = spec.game.make_env(cfg, 1)
+    env = spec.game.make_env(spec, 1)
     assert env.action_space.n == 17
-    agent = make_agent(cfg, options=spec.agent, num_actions=env.action_space.n,
+    agent = make_agent(spec, options=spec.agent, num_actions=env.action_space.n,
                        device=torch.device("cpu"), embedder=None, strings=None,
                        hold_epsilon=False, seed=1, paper=False)
     obs = {"frames": np.zeros((cfg.frame_stack, 84, 84), np.uint8)}

@@ -12,6 +12,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Self
 
 import numpy as np
+import torch
 import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 
@@ -58,12 +59,13 @@ class ActorPool:
         self.num_actors = num_actors
         self.policy = SharedPolicy(self.context, state)
         self.shared = Shared(self.context, num_actors, frame, decay_from)
-        cfg = run.cfg
-        config = OmegaConf.to_container(cfg, resolve=True)
-        lm = lm_budget_share(run.lm, num_actors + 1, lm_spent)
+        config = OmegaConf.create(OmegaConf.to_container(run.cfg, resolve=True))
+        share = dataclasses.replace(run, lm=lm_budget_share(run.lm, num_actors + 1, lm_spent),
+                                    cfg=config, device=torch.device("cpu"))
         episodes = list(env_episodes) + [0] * num_actors
-        self.specs = [ActorSpec(i, config, run.method, run.agent, lm, actor_seed(cfg.seed, i),
-                                actor_seed(cfg.seed, i, frame), episodes[i], os.getpid(),
+        seed = run.run.seed
+        self.specs = [ActorSpec(i, share, actor_seed(seed, i),
+                                actor_seed(seed, i, frame), episodes[i], os.getpid(),
                                 2 * CHUNK_STEPS, _log_file())
                       for i in range(num_actors)]
         self.processes: list[Any] = []

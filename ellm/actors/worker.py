@@ -18,19 +18,17 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from ellm.actors.messages import CHUNK_STEPS, ActorError, ChunkWriter
 from ellm.actors.shared import ENDING, RUNNING, Shared, SharedPolicy
 from ellm.actors.watch import die_with_parent
-from ellm.games import EpisodeCounted, find_game
-from ellm.lm import LMSpec
+from ellm.games import EpisodeCounted
 from ellm.loop.collect import EpisodeEnd
 from ellm.loop.parts import add_guide, make_agent, rollout_parts
 from ellm.loop.timing import Timer
-from ellm.method import Method
 from ellm.run.checkpoint import seed_everything
+from ellm.run.config import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +38,7 @@ class ActorSpec:
     """What one actor is told at start."""
 
     index: int
-    config: dict[str, Any]
-    method: Method
-    agent: Any
-    lm: LMSpec  # the actor's share of the run's LM budget
+    run: RunSpec  # its lm: the actor's share of the run's LM budget
     env_seed: int
     seed: int
     env_episodes: int
@@ -103,19 +98,18 @@ class Actor:
     def __init__(self, spec: ActorSpec, policy: SharedPolicy, shared: Shared, pipe: Connection):
         self.spec, self.policy, self.shared, self.pipe = spec, policy, shared, pipe
         torch.set_num_threads(1)
-        cfg = OmegaConf.create(spec.config)
-        game, method = find_game(cfg.env_spec.name), spec.method
+        run = spec.run
         seed_everything(spec.seed)
         cpu = torch.device("cpu")
-        parts = rollout_parts(cfg, game, method, spec.lm, cpu, spec.env_seed)
+        parts = rollout_parts(run, cpu, spec.env_seed)
         if isinstance(parts.env, EpisodeCounted):
             parts.env.episode_count = spec.env_episodes
-        self.rollout = parts.rollout(cfg.frame_stack)
-        build = {"options": spec.agent, "num_actions": parts.env.action_space.n, "device": cpu,
+        self.rollout = parts.rollout(run.run.frame_stack)
+        build = {"options": run.agent, "num_actions": parts.env.action_space.n, "device": cpu,
                  "embedder": parts.embedder, "strings": None, "seed": spec.seed,
-                 "paper": game.paper_setting(cfg)}
-        self.agent = make_agent(cfg, hold_epsilon=cfg.decay_after_reward, **build)
-        add_guide(self.agent, cfg, **build)
+                 "paper": run.game.paper_setting(run.env.name)}
+        self.agent = make_agent(run, hold_epsilon=run.run.decay_after_reward, **build)
+        add_guide(self.agent, run, **build)
         self.version = 0
         self.chunks = ChunkWriter(spec.index, parts.inputs)
         self.produced = 0

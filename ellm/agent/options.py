@@ -49,7 +49,7 @@ class AgentOptions:
         """Checks against the run's keys (none for the DQN; subclasses add theirs)."""
 
 
-# Agent keys the config accepts and the agent ignores (config.py's IGNORED_KEYS says why).
+# Agent keys the config accepts and the agent ignores (ellm.run.spec.IGNORED_KEYS says why).
 IGNORED_OPTIONS = ("use_tb", "use_wandb", "vocab")
 
 

@@ -11,8 +11,8 @@ from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
 from ellm.method import ALIAS_METHODS, CRAFTAX_METHODS, METHODS, TORCH_METHODS
-from ellm.run.config import RunBasics
 from ellm.run.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
+from ellm.run.spec import RunBasics, warn_ignored
 
 ENV_IDS: Final = ("Craftax-Classic-v1", "Craftax-Classic-v2")
 # Keys the Craftax engine has no use for (pixels, replay, actors, the DQN, torch itself).
@@ -133,6 +133,7 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
         raise ConfigError(f"method={method!r} is invalid on the Craftax engine: expected one of "
                           f"{', '.join(CRAFTAX_METHODS)}")
     opts = parse(CraftaxOptions, cfg.craftax, "craftax.")
+    warn_ignored(cfg)
     seeds = cfg.get("seeds", 1)
     if not (isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= MAX_SEEDS):
         raise ConfigError(f"seeds={seeds!r} is invalid: expected an integer in [1, {MAX_SEEDS}]")

@@ -7,7 +7,7 @@ The loop never asks which game it runs: adding one is a module plus a line in GA
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 from omegaconf import DictConfig
@@ -21,6 +21,9 @@ from ellm.goals import Goals
 from ellm.lm import LMSpec
 from ellm.reward import StepReward
 
+if TYPE_CHECKING:
+    from ellm.run.spec import RunSpec
+
 
 class Game(Protocol):
     """What the training loop needs from a game (what the report shows is its ``report``)."""
@@ -31,28 +34,27 @@ class Game(Protocol):
     report: GameReport
     stats_writer: Callable[..., Any]
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
-        """Raise :class:`ConfigError` naming the key for any of its settings that cannot work
-        (``lm``: the run's ``env_spec.lm_spec``, parsed)."""
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> Any:
+        """Its own keys parsed (``RunSpec.game_options``); ConfigError naming a bad one."""
 
-    def make_env(self, cfg: DictConfig, seed: int) -> gym.Env:
+    def make_env(self, spec: RunSpec, seed: int) -> gym.Env:
         """An env whose infos carry ``discount``, ``effective_success`` and ``episode_stats``."""
 
-    def extrinsic(self, cfg: DictConfig) -> bool:
+    def extrinsic(self, env_name: str) -> bool:
         """True when ``env_spec.name`` is the spelling of the extrinsic baseline."""
 
-    def paper_setting(self, cfg: DictConfig) -> bool:
+    def paper_setting(self, env_name: str) -> bool:
         """True when the run should behave as the original code did (docs/fidelity.md)."""
 
-    def needs_embedder(self, cfg: DictConfig) -> bool:
+    def needs_embedder(self, spec: RunSpec) -> bool:
         """True when its goal reward compares sentences with SBERT."""
 
-    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
+    def goals(self, spec: RunSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
-        """A goal source asking ``lm`` and the per-step rewards on it; a new pair for each
+        """A goal source asking ``spec.lm`` and the per-step rewards on it; a new pair for each
         rollout."""
 
-    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+    def novelty_goals(self, spec: RunSpec) -> Sequence[str]:
         """Every goal the Novelty baseline suggests."""
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
@@ -62,10 +64,10 @@ class Game(Protocol):
                      goals: Sequence[Goals]) -> dict[str, float]:
         """Metrics of an evaluation's episodes (``goals``: training and evaluation sources)."""
 
-    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
+    def goal_text(self, spec: RunSpec, goals: Sequence[str]) -> str:
         """The goal string an agent with ``use_goal`` reads."""
 
-    def single_goals(self, cfg: DictConfig) -> list[str]:
+    def single_goals(self, spec: RunSpec) -> list[str]:
         """Goals evaluated one at a time with ``single_goal_eval``."""
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:

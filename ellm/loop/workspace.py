@@ -64,7 +64,7 @@ class Workspace:
         self.num_actors = int(run.num_actors)
         resuming = resumes(run.snapshot_path, run.finetune_snapshot)
         snapshot = checkpoint.load(run.snapshot_path) if run.snapshot_path else None
-        self.paper = self.game.paper_setting(cfg)
+        self.paper = self.game.paper_setting(spec.env.name)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(resolve_threads(run.torch_threads))
@@ -85,7 +85,7 @@ class Workspace:
         elif snapshot is not None:
             self.agent.load_weights(snapshot[0])
             log.info("finetuning: loaded network weights from %s", run.snapshot_path)
-        add_guide(self.agent, cfg, **self._agent_build())
+        add_guide(self.agent, spec, **self._agent_build())
 
         write_record(self.run_dir, self.record())
         self.logger = Logger(
@@ -101,25 +101,23 @@ class Workspace:
 
     def _build_rollouts(self, keep_until: int | None) -> None:
         """The training rollout (none when actors collect) and the evaluator's."""
-        cfg, run, game = self.cfg, self.run, self.game
+        spec, run, game = self.spec, self.run, self.game
         # Every process holds a share of the LM budget the run's earlier parts left.
         processes = self.num_actors + 1 if self.num_actors > 1 else 1
-        lm = self.spec.lm
         if processes > 1 or self.lm_spent_before:
-            lm = lm_budget_share(lm, processes, self.lm_spent_before)
-        parts = rollout_parts(cfg, game, self.method, lm, self.device,
-                              run.seed if self.num_actors == 1 else None)
+            spec = replace(spec, lm=lm_budget_share(spec.lm, processes, self.lm_spent_before))
+        parts = rollout_parts(spec, self.device, run.seed if self.num_actors == 1 else None)
         self.inputs, self.embedder = parts.inputs, parts.embedder
         self.rollout = parts.rollout(run.frame_stack) if parts.env is not None else None
-        eval_env = game.make_env(cfg, run.seed + 1)
-        eval_goals, eval_rewards = goal_source(cfg, game, self.method, lm, self.embedder)
+        eval_env = game.make_env(spec, run.seed + 1)
+        eval_goals, eval_rewards = goal_source(spec, self.embedder)
         self.goals = parts.goals if parts.goals is not None else ActorLMCounters(eval_goals)
         self.evaluator = Evaluator(
             Rollout(eval_env, eval_goals, eval_rewards, self.inputs, run.frame_stack,
                     game.covered), game,
             stats_path=self.run_dir / "eval" / "stats.jsonl",
             num_episodes=run.num_eval_episodes,
-            single_goals=game.single_goals(cfg) if run.single_goal_eval else (),
+            single_goals=game.single_goals(spec) if run.single_goal_eval else (),
             goal_rollout=Rollout(eval_env, NoGoals(), [], self.inputs, run.frame_stack,
                                  game.covered),
             sources=[self.goals, eval_goals], keep_until=keep_until)
@@ -166,7 +164,7 @@ class Workspace:
         return run_config(self.cfg, self.goals.answering_client())
 
     def _make_agent(self, hold_epsilon: bool):
-        return make_agent(self.cfg, hold_epsilon=hold_epsilon, **self._agent_build())
+        return make_agent(self.spec, hold_epsilon=hold_epsilon, **self._agent_build())
 
     def _agent_build(self) -> dict[str, Any]:
         return {"options": self.spec.agent, "num_actions": self.evaluator.env.action_space.n,

@@ -15,7 +15,7 @@ from ellm.reward import StepReward
 DEFAULT_METHOD: Final = "ellm"
 
 
-def no_rewards(cfg: DictConfig) -> Sequence[StepReward]:
+def no_rewards(spec: Any) -> Sequence[StepReward]:
     return ()
 
 
@@ -35,18 +35,18 @@ class Method:
     game_reward: bool  # always, not only with use_extr_rew=True
     learns: bool = True
     # Per-step rewards, new for each rollout (module-level: actors receive the Method pickled).
-    rewards: Callable[[DictConfig], Sequence[StepReward]] = no_rewards
+    rewards: Callable[[Any], Sequence[StepReward]] = no_rewards
     torch: bool = True
     craftax: CraftaxParts | None = None
 
-    def game_weight(self, cfg: DictConfig) -> float | None:
+    def game_weight(self, use_extr_rew: bool, agent: Any) -> float | None:
         """The weight of the game reward among the per-step rewards; None when not used."""
         if self.game_reward:
             return 1.0
-        if not cfg.use_extr_rew:
+        if not use_extr_rew:
             return None
         # The exploration baselines weigh it (agent.extr_rew_weight); ELLM adds it as it is.
-        return float(OmegaConf.select(cfg, "agent.extr_rew_weight", default=1.0))
+        return float(getattr(agent, "extr_rew_weight", 1.0))
 
 
 METHODS: Final = {
@@ -88,7 +88,8 @@ def _rnd_or_noveld(cfg: DictConfig) -> str | None:
 SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]] = (
     ("agent._target_", lambda cfg, game: _rnd_or_noveld(cfg)),
     ("agent._target_", lambda cfg, game: "apt" if cfg.agent._target_ in _APT_CLASSES else None),
-    ("env_spec.name", lambda cfg, game: "extrinsic" if game.extrinsic(cfg) else None),
+    ("env_spec.name",
+     lambda cfg, game: "extrinsic" if game.extrinsic(cfg.env_spec.name) else None),
     ("env_spec.lm_spec.lm_class",
      lambda cfg, game: "novelty" if cfg.env_spec.lm_spec.lm_class in _NOVELTY_LMS else None),
 )

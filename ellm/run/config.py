@@ -8,8 +8,7 @@ import importlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,22 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from ellm.agent.precision import COMPILE_MODES, COMPILE_STRINGS, check_compile, check_precision
+from ellm.agent.precision import check_compile, check_precision
 from ellm.errors import ConfigError
-from ellm.games import Game, find_game
+from ellm.games import find_game
 from ellm.lm import LMSpec, check_cache, parse_lm_spec
 from ellm.lm.config import adopt_config_key
-from ellm.method import Method, resolve_method
+from ellm.method import resolve_method
 from ellm.run import checkpoint
-from ellm.run.schema import boolean, integer, is_int, is_num, one_of, parse, valid
+from ellm.run.schema import parse
+from ellm.run.spec import (
+    IGNORED_KEYS,
+    EnvOptions,
+    RunOptions,
+    RunSpec,
+    leaves,
+    warn_ignored,
+)
 
 SECRET_KEYS = frozenset({"openai_key", "openai_org", "api_key"})
 REDACTED = "<redacted>"
@@ -35,17 +42,6 @@ AGENT_ALIASES = {"dqn.DQNAgent": "ellm.agent.DQNAgent"}
 AGENT_KEYS_AT_TOP = ("lr", "use_image", "use_goal", "use_language_state", "finetune_settings",
                      "other_model_prob")
 
-IGNORED_KEYS: dict[str, str] = {
-    "train_log_every": "training metrics are logged once per episode",
-    "vocab_size": "the original's word vocabulary; text is encoded by SBERT",
-    "agent.vocab": "the original's word vocabulary; text is encoded by SBERT",
-    "agent.use_tb": "the logger writes TensorBoard (top-level use_tb), not the agent",
-    "agent.use_wandb": "the logger writes W&B (top-level use_wandb), not the agent",
-    "env_spec.env_reward": "set by the code in the original",
-    "env_spec.use_sbert": "SBERT is the only text encoder",
-    "env_spec.device": "the SBERT reward model runs on the run's device",
-    "eval_video_goals": "eval videos are not implemented",
-}
 UNSUPPORTED = {
     "env_spec.use_state_captioner": "learned captioners need weights the authors never published",
     "env_spec.use_transition_captioner": "learned captioners need weights the authors never published",
@@ -54,113 +50,6 @@ UNSUPPORTED = {
     "use_offline_buffer": "offline datasets are not implemented",
     "offline_buffer": "offline datasets are not implemented",
 }
-
-
-# Processes and threads of one run: past 4 per CPU of this machine they only wait for each other;
-# 16 at least, so that the original's commands (5 replay workers) run on a small machine.
-MAX_WORKERS = max(16, 4 * (os.cpu_count() or 1))
-MAX_SEED = 2**32 - 1  # numpy's seeds
-MAX_BATCH = 2**16  # a batch of 4 stacked frames is 1.8 GB there, before its copies in flight
-MAX_FRAME_STACK = 64
-MAX_NSTEP = 1000  # every replay episode holds nstep rows more for its n-step returns
-RUN_DIR_HINT = "to put the run elsewhere, set hydra.run.dir=DIR"
-
-
-def _workers(low: int, auto: bool = True) -> Any:
-    return valid(f"{'auto or ' if auto else ''}an integer in [{low}, {MAX_WORKERS}] (4 per CPU "
-                 "of this machine, 16 at least)",
-                 lambda v: (auto and v == "auto") or (is_int(v) and low <= v <= MAX_WORKERS))
-
-
-def _run_name(v: Any) -> bool:
-    """A name that stays one folder of ``exp_local/<date>``: no separator, no ``..``, no
-    control character."""
-    if not (isinstance(v, str | int | float) or v is None):
-        return False
-    name = str(v)
-    return not (set(name) & {"/", "\\", os.sep, os.altsep or "/"} or ".." in name
-                or any(ord(c) < 32 or ord(c) == 127 for c in name))
-
-
-@dataclass(frozen=True)
-class RunBasics:
-    """The top-level keys both engines read: the run's name, logs, snapshots and progress."""
-
-    use_tb: bool = boolean()
-    use_wandb: bool = boolean()
-    save_snapshot: bool = boolean()
-    progress: bool = boolean()
-    progress_every_s: float = valid("a number >= 0", lambda v: is_num(v) and v >= 0)
-    exp_name: str = valid("a name for one folder under exp_local/<date> (no path separator, "
-                          f"no '..', no control character); {RUN_DIR_HINT}", _run_name)
-    snapshot_path: str | None = valid("a path, or null", lambda v: v is None or isinstance(v, str))
-    finetune_snapshot: bool = boolean()
-    sbert_model: str | None = valid("a sentence-transformers model name or folder, or null (the "
-                                    "packaged all-MiniLM-L6-v2)",
-                                    lambda v: v is None or (isinstance(v, str) and bool(v)))
-
-
-@dataclass(frozen=True)
-class RunOptions(RunBasics):
-    """Top-level keys of ``config.yaml`` (documented there) that the agent block does not
-    take."""
-
-    num_train_frames: int = integer(0)
-    num_seed_frames: int = integer(0)
-    num_actors: int = _workers(1, auto=False)
-    actor_sync_frames: int = integer(1)
-    eval_every_frames: int = integer(1)
-    num_eval_episodes: int = integer(0)
-    frame_stack: int = integer(1, high=MAX_FRAME_STACK)
-    nstep: int = integer(1, high=MAX_NSTEP)
-    batch_size: int = integer(1, high=MAX_BATCH)
-    replay_buffer_size: int = integer(1)
-    replay_buffer_num_workers: int | str = _workers(0)
-    seed: int = integer(0, high=MAX_SEED)
-    precision: str = one_of("fp32", "bf16")
-    compile: bool | str = valid(COMPILE_MODES,
-                                lambda v: isinstance(v, bool) or v in COMPILE_STRINGS)
-    torch_threads: int | str = _workers(1)
-    discount: float = valid("a number in (0, 1]", lambda v: is_num(v) and 0 < v <= 1)
-    # AGENT_KEYS_AT_TOP are the agent's options (agent.x: ${x}), checked once, there, under
-    # these names.
-    save_buffer: bool = boolean()
-    clip_reward: bool = boolean()
-    single_goal_eval: bool = boolean()
-    train_after_reward: bool = boolean()
-    decay_after_reward: bool = boolean()
-    use_extr_rew: bool = boolean()
-    resume_id: str | None = valid("a W&B run id, or null",
-                                  lambda v: v is None or isinstance(v, str))
-
-
-@dataclass(frozen=True)
-class EnvOptions:
-    """``env_spec`` keys every game reads; each game checks its own (:meth:`Game.validate`)."""
-
-    length: int = integer(1)
-    dying: bool = boolean()
-    name: str = valid("a game's env id", lambda v: isinstance(v, str))
-    use_language_state: bool = boolean()
-    check_ac_success: bool = boolean()
-    threshold: float = valid("a cosine similarity in [-1, 1]",
-                            lambda v: is_num(v) and -1 <= v <= 1)
-    max_seq_len: int = valid("an integer in [1, 256] (two texts share the sentence model's 512 "
-                            "positions)", lambda v: is_int(v) and 1 <= v <= 256)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """A run's config as ``validate`` parsed it; ``cfg`` for what the builders still read raw."""
-
-    cfg: DictConfig
-    game: Game
-    method: Method
-    agent: Any
-    lm: LMSpec
-    device: torch.device
-    run: RunOptions
-    env: EnvOptions
 
 
 def validate(cfg: DictConfig) -> RunSpec:
@@ -174,6 +63,7 @@ def validate(cfg: DictConfig) -> RunSpec:
     if adopt_config_key(cfg.env_spec.lm_spec, lm):
         log.warning("env_spec.lm_spec.openai_key in a config file is deprecated: export "
                     "OPENAI_API_KEY instead")
+    warn_ignored(cfg)
     for key, why in UNSUPPORTED.items():
         if OmegaConf.select(cfg, key):
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not supported: {why}")
@@ -183,7 +73,7 @@ def validate(cfg: DictConfig) -> RunSpec:
         # The original README's Housekeep guided-exploration command passes it with no snapshot.
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
-    game.validate(cfg, lm)
+    game_options = game.validate(cfg, lm)
     method = resolve_method(cfg, game)
     if cfg.use_goal and not (method.goal_reward or method.game_reward):
         log.warning("use_goal=True with method=%s: its agent reads goals that pay it nothing (%s "
@@ -195,7 +85,8 @@ def validate(cfg: DictConfig) -> RunSpec:
     for key in ("snapshot_path", "expl_agent_path"):
         if cfg[key]:
             checkpoint.check(cfg[key], key)
-    return RunSpec(cfg, game, method, agent, lm, device, run, env)
+    return RunSpec(cfg, game, method, agent, lm, device, run, env, game_options,
+                   agent_target(cfg))
 
 
 def agent_target(cfg: DictConfig) -> str:
@@ -218,16 +109,6 @@ def check_added_keys(cfg: DictConfig, added: Iterable[str]) -> None:
         hint = f"; did you mean {close[0]}?" if close else ""
         raise ConfigError(f"{key} is not a key of this config (+{key}=... adds a key that no "
                           f"part of the run reads, so it would change nothing){hint}")
-
-
-def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": value}`` for every leaf of nested mappings."""
-    if not isinstance(data, Mapping) or (prefix and not data):
-        return {prefix: data} if prefix else {}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def _agent_schema(cfg: DictConfig) -> type:

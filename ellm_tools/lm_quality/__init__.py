@@ -28,10 +28,9 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ellm.games.crafter.oracle import SimpleOracle
-from ellm.lm import parse_lm_spec
 from ellm.run.checkpoint import CheckpointError
 from ellm.run.config import RunSpec, redacted, validate
 from ellm_tools.lm_quality import score
@@ -53,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         states, out, overrides = _own_args(argv)
-        cfg, game, suggester = prepare(overrides, out)
+        spec, game, suggester = prepare(overrides, out)
     except (ValueError, LMConfigError) as err:  # ConfigError and Hydra's errors are ValueErrors
         print(f"error: {err}", file=sys.stderr)
         return CONFIG_ERROR
-    run(cfg, game, suggester, states, out)
+    run(spec, game, suggester, states, out)
     print((out / "quality.md").read_text(), end="")
     return 0
 
@@ -100,16 +99,16 @@ def compose_config(overrides: list[str], out: Path) -> RunSpec:
         raise ValueError(str(err)) from err
 
 
-def prepare(overrides: list[str], out: Path) -> tuple[DictConfig, Any, Any]:
-    """(config, game, suggester) of ``overrides``, the suggester built as training builds it."""
+def prepare(overrides: list[str], out: Path) -> tuple[RunSpec, Any, Any]:
+    """(config parsed, game, suggester) of ``overrides``, the suggester built as training
+    builds it."""
     run = compose_config(overrides, out)
-    goals, _ = run.game.goals(run.cfg, run.lm, None, goal_reward=True)  # as training asks
-    return run.cfg, run.game, goals.suggester
+    goals, _ = run.game.goals(run, None, goal_reward=True)  # as training asks
+    return run, run.game, goals.suggester
 
 
-def label(cfg: DictConfig, suggester: Any) -> str:
+def label(spec: Any, suggester: Any) -> str:
     """The table row's name: the suggester and, for a language model, the model it asked."""
-    spec = parse_lm_spec(cfg.env_spec.lm_spec)
     if spec.lm_class == "BaselineModel":
         return "Novelty (BaselineModel)"
     if spec.lm_class == "SimpleOracle":
@@ -123,28 +122,29 @@ def label(cfg: DictConfig, suggester: Any) -> str:
     return f"GPTLanguageModel, {model} ({spec.endpoint}{constrained})"
 
 
-def run(cfg: DictConfig, game: Any, suggester: Any, states: int, out: Path) -> dict[str, Any]:
+def run(spec: RunSpec, game: Any, suggester: Any, states: int, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    paper = game.paper_setting(cfg)
+    paper = game.paper_setting(spec.env.name)
+    seed = spec.run.seed
     start = time.monotonic()
     if game.name == "housekeep":
-        questions, sample = sample_housekeep_questions(game, cfg, states, cfg.seed)
+        questions, sample = sample_housekeep_questions(spec, states, seed)
         sampled = time.monotonic()
         scores = score.score_housekeep(suggester, questions)
         sample["yes"] = sum(q.truth for q in questions)
     else:
-        samples, sample = sample_crafter_states(game, cfg, states, cfg.seed, paper)
+        samples, sample = sample_crafter_states(spec, states, seed, paper)
         sampled = time.monotonic()
         scores = score.score_crafter(suggester, samples,
                                      SimpleOracle(paper_setting=paper, novelty_bonus=False))
         sample.update(_make_up(samples))
-    name = label(cfg, suggester)
+    name = label(spec.lm, suggester)
     result = {
-        "label": name, "env": cfg.env_spec.name, "game": game.name, "seed": cfg.seed,
+        "label": name, "env": spec.env.name, "game": game.name, "seed": seed,
         "paper_setting": paper, "states": states, "sample": sample, "scores": scores,
         "seconds": {"sampling": round(sampled - start, 2),
                     "asking": round(time.monotonic() - sampled, 2)},
-        "lm_spec": redacted(cfg)["env_spec"]["lm_spec"],
+        "lm_spec": redacted(spec.cfg)["env_spec"]["lm_spec"],
     }
     (out / "quality.json").write_text(json.dumps(_plain(result), indent=2) + "\n")
     (out / "quality.md").write_text(markdown(result))

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from ellm.games import Game
 from ellm.games.crafter.goals import text_state
 from ellm.games.crafter.oracle import SimpleOracle
 from ellm.games.crafter.prompts import state_description
 from ellm.games.crafter.state import TextState
+from ellm.run.config import RunSpec
 from text_crafter.actions import GOOD_ACTIONS, UPSTREAM, action_noun
 from text_crafter.captions import material_name, object_name
 
@@ -55,18 +54,18 @@ class CrafterSample:
         return word in self.state.caption.lower()
 
 
-def sample_crafter_states(game: Game, cfg: DictConfig, n: int, seed: int,
+def sample_crafter_states(spec: RunSpec, n: int, seed: int,
                           paper_setting: bool) -> tuple[list[CrafterSample], dict[str, int]]:
     """``n`` states, half random play, half guided, distinct as a prompt shows them."""
     rng = np.random.default_rng(seed)
     # Both plays choose actions by name, which Crafter's own 17 actions lack ("do", not "chop
     # tree"); the states they reach are the same game's.
-    cfg = OmegaConf.merge(cfg, {"env_spec": {"action_space_type": "harder"}})
+    spec = replace(spec, game_options=replace(spec.game_options, action_space_type="harder"))
     drawn: list[CrafterSample] = []
     taken: set[str] = set()
     info: dict[str, int] = {}
     for offset, (play, count) in enumerate((("random", n - n // 2), ("guided", n // 2))):
-        env = game.make_env(cfg, seed + offset)
+        env = spec.game.make_env(spec, seed + offset)
         pool: dict[str, CrafterSample] = {}  # one state per description a suggester reads
         episodes = 0
         enough = max(MIN_EPISODES, count // STATES_PER_EPISODE)
@@ -238,21 +237,20 @@ class Question:
     episode: int
 
 
-def sample_housekeep_questions(game: Game, cfg: DictConfig, n: int,
+def sample_housekeep_questions(spec: RunSpec, n: int,
                                seed: int) -> tuple[list[Question], dict[str, int]]:
     """``n`` distinct (object, receptacle) questions of the configured scene, half yes."""
     from text_housekeep import episode_count
 
-    spec = cfg.env_spec
-    data = None if spec.housekeep_data in (None, "") else str(spec.housekeep_data)
-    total = episode_count(spec.housekeep_task, data)
+    own = spec.game_options
+    total = episode_count(own.housekeep_task, own.data_dir)
     pool: dict[tuple[str, str], Question] = {}
     episodes = 0
     while episodes < total and (sum(q.truth for q in pool.values()) < n // 2
                                 or len(pool) < POOL_FACTOR * n):
-        episode = (spec.housekeep_ep_num + episodes) % total
-        episode_cfg = OmegaConf.merge(cfg, {"env_spec": {"housekeep_ep_num": episode}})
-        env = game.make_env(episode_cfg, seed)
+        episode = (own.housekeep_ep_num + episodes) % total
+        env = spec.game.make_env(replace(spec, game_options=replace(own, housekeep_ep_num=episode)),
+                                 seed)
         _, info = env.reset()
         view = info["view"]
         for obj, obj_name in enumerate(view.object_names):

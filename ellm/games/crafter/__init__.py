@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from omegaconf import DictConfig
@@ -37,6 +37,9 @@ from text_crafter import (
 )
 from text_game.stats import StatsWriter
 
+if TYPE_CHECKING:
+    from ellm.run.spec import RunSpec
+
 # Named actions that are not goals when each goal is evaluated alone.
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
 
@@ -60,71 +63,71 @@ class CrafterGame:
                         success_rates=success_rates, score=crafter_score)
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
-        parse(CrafterOptions, cfg.env_spec, "env_spec.")
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> CrafterOptions:
+        return parse(CrafterOptions, cfg.env_spec, "env_spec.")
 
-    def make_env(self, cfg: DictConfig, seed: int):
-        spec = cfg.env_spec
-        return make(spec.name, action_space_type=spec.action_space_type, length=spec.length,
-                    dying=spec.dying, seed=seed)
+    def make_env(self, spec: RunSpec, seed: int):
+        env = spec.env
+        return make(env.name, action_space_type=spec.game_options.action_space_type,
+                    length=env.length, dying=env.dying, seed=seed)
 
-    def extrinsic(self, cfg: DictConfig) -> bool:
-        return ENV_SPECS[cfg.env_spec.name].extrinsic
+    def extrinsic(self, env_name: str) -> bool:
+        return ENV_SPECS[env_name].extrinsic
 
-    def paper_setting(self, cfg: DictConfig) -> bool:
+    def paper_setting(self, env_name: str) -> bool:
         """``-v1`` ids behave as the original did (FIDELITY.md); ``-v2`` ids are the fixed
         setting."""
-        return ENV_SPECS[cfg.env_spec.name].version == 1
+        return ENV_SPECS[env_name].version == 1
 
-    def needs_embedder(self, cfg: DictConfig) -> bool:
+    def needs_embedder(self, spec: RunSpec) -> bool:
         """Its goal reward compares captions with SBERT (a single task matches names)."""
-        return cfg.env_spec.single_task is None
+        return spec.game_options.single_task is None
 
-    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+    def novelty_goals(self, spec: RunSpec) -> Sequence[str]:
         """The Novelty baseline's goals (``env_spec.novelty_goals``): ``all`` the action names
         the action space reports (139 with ``harder``, nonsense pairs and moves included: the
         paper's; ``crafter``'s "do" by each name it takes), ``effective`` the 29 actions that do
         something (the fixed setting's); ``auto`` picks by setting."""
-        choice = cfg.env_spec.get("novelty_goals", "auto")
+        choice = spec.game_options.novelty_goals
         if choice == "auto":
-            choice = "all" if self.paper_setting(cfg) else "effective"
+            choice = "all" if self.paper_setting(spec.env.name) else "effective"
         if choice == "all":
-            return reported_names(cfg.env_spec.action_space_type)
+            return reported_names(spec.game_options.action_space_type)
         return GOOD_ACTIONS
 
-    def goal_vocabulary(self, cfg: DictConfig) -> list[str]:
+    def goal_vocabulary(self, spec: RunSpec) -> list[str]:
         """The goals a constrained LM answer may name: the action names the configured action
         space reports that do something, moves and the no-op excepted (``harder``'s verb-noun
         pairs that are a no-op in every state are no goals; ``crafter``'s "do" counts as each
         action it carries out)."""
-        return [name for name in reported_names(cfg.env_spec.action_space_type)
+        return [name for name in reported_names(spec.game_options.action_space_type)
                 if name in GOOD_ACTIONS and name not in _NOT_GOALS]
 
-    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
+    def goals(self, spec: RunSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
         """The goal source and, with ``goal_reward``, ELLM's per-step reward on it: the LM's
         goals (or a single task's) paid by :class:`CrafterGoalReward` (or the task). Without the
         goal reward, goals are suggested only for an agent that reads them (``use_goal``),
         never in the paper's extrinsic runs, which showed none."""
-        spec = cfg.env_spec
-        if spec.single_task is not None and goal_reward:
-            task = SingleTaskReward(spec.single_task, spec.single_goal_hierarchical)
+        own, name = spec.game_options, spec.env.name
+        if own.single_task is not None and goal_reward:
+            task = SingleTaskReward(own.single_task, own.single_goal_hierarchical)
             return TaskGoals(task), [TaskReward(task)]
-        paper = self.paper_setting(cfg)
-        if not goal_reward and (not cfg.use_goal or (paper and self.extrinsic(cfg))):
+        paper = self.paper_setting(name)
+        if not goal_reward and (not spec.agent.use_goal or (paper and self.extrinsic(name))):
             return NoGoals(), []
-        suggester = build_suggester(lm, all_goals=self.novelty_goals(cfg),
+        suggester = build_suggester(spec.lm, all_goals=self.novelty_goals(spec),
                                     paper_setting=paper, synonyms=SYNONYMS,
-                                    goal_vocabulary=self.goal_vocabulary(cfg))
+                                    goal_vocabulary=self.goal_vocabulary(spec))
         goals = SuggestedGoals(suggester, text_state)
         if not goal_reward:
             return goals, []
-        reward = GoalReward(embedder, spec.threshold, synonyms=SYNONYMS)
-        gated = spec.check_ac_success and goals.uses_success_gate
+        reward = GoalReward(embedder, spec.env.threshold, synonyms=SYNONYMS)
+        gated = spec.env.check_ac_success and goals.uses_success_gate
         return goals, [CrafterGoalReward(reward, check_success=gated)]
 
-    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
-        return goal_text(goals, paper_setting=self.paper_setting(cfg))
+    def goal_text(self, spec: RunSpec, goals: Sequence[str]) -> str:
+        return goal_text(goals, paper_setting=self.paper_setting(spec.env.name))
 
     def episode_metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         return {"train/achievements": achievements_unlocked(stats)}
@@ -140,10 +143,10 @@ class CrafterGame:
             **{f"achievements/{name}": rate for name, rate in rates.items()},
         }
 
-    def single_goals(self, cfg: DictConfig) -> list[str]:
+    def single_goals(self, spec: RunSpec) -> list[str]:
         """The finetuning task, else every useful named action."""
-        if cfg.env_spec.single_task is not None:
-            return [cfg.env_spec.single_task]
+        if spec.game_options.single_task is not None:
+            return [spec.game_options.single_task]
         return [name for name in EASIER_ACTIONS if name not in _NOT_GOALS]
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -25,6 +25,9 @@ from ellm.lm import LMSpec
 from ellm.reward import StepReward
 from ellm.run.schema import integer, is_int, one_of, parse, valid
 from text_game.stats import StatsWriter
+
+if TYPE_CHECKING:
+    from ellm.run.spec import RunSpec
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
@@ -40,10 +43,6 @@ from text_housekeep import (
 )
 
 
-def _data_dir(spec: DictConfig) -> Path | None:
-    return None if spec.housekeep_data in (None, "") else Path(str(spec.housekeep_data))
-
-
 @dataclass(frozen=True)
 class HousekeepOptions:
     """The ``env_spec`` keys only Housekeep reads (documented in config.yaml)."""
@@ -52,6 +51,13 @@ class HousekeepOptions:
     housekeep_backend: str = one_of(*BACKENDS)
     housekeep_length: int = integer(1)
     housekeep_ep_num: int = valid("an integer", is_int)
+    housekeep_task: str = valid("a scene name", lambda v: isinstance(v, str))
+    housekeep_data: str | None = valid("a directory, or null",
+                                       lambda v: v is None or isinstance(v, str))
+
+    @property
+    def data_dir(self) -> Path | None:
+        return Path(self.housekeep_data) if self.housekeep_data else None
 
 
 class HousekeepGame:
@@ -64,13 +70,13 @@ class HousekeepGame:
                                        "place_success", "soft_score"))
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> None:
+    def validate(self, cfg: DictConfig, lm: LMSpec) -> HousekeepOptions:
         spec = cfg.env_spec
 
         def bad(key: str, why: str) -> ConfigError:
             return ConfigError(f"env_spec.{key}={OmegaConf.select(spec, key)!r} is invalid: {why}")
 
-        parse(HousekeepOptions, spec, "env_spec.")
+        own = parse(HousekeepOptions, spec, "env_spec.")
         if not lm.blocking and lm.lm_class == "GPTLanguageModel" and not lm.dummy_lm:
             raise bad("lm_spec.blocking", "Housekeep's yes/no queries always wait for their "
                       "answer; the non-blocking mode exists for Crafter's goal suggestions")
@@ -87,46 +93,47 @@ class HousekeepGame:
                 f"use_language_state={cfg.use_language_state} needs env_spec.use_language_state="
                 "True with Housekeep (the environment only then writes the text observation)")
         try:
-            find_scene(spec.housekeep_task, _data_dir(spec))
-            count = episode_count(spec.housekeep_task, _data_dir(spec))
+            find_scene(own.housekeep_task, own.data_dir)
+            count = episode_count(own.housekeep_task, own.data_dir)
         except HousekeepDataError as err:
             raise ConfigError(str(err)) from None
-        if not 0 <= spec.housekeep_ep_num < count:
-            raise bad("housekeep_ep_num", f"scene {spec.housekeep_task} has {count} episodes "
+        if not 0 <= own.housekeep_ep_num < count:
+            raise bad("housekeep_ep_num", f"scene {own.housekeep_task} has {count} episodes "
                       f"(0..{count - 1})")
+        return own
 
-    def make_env(self, cfg: DictConfig, seed: int):
+    def make_env(self, spec: RunSpec, seed: int):
         """The configured episode; ``seed`` is unused (one fixed episode, deterministic game)."""
-        spec = cfg.env_spec
+        own = spec.game_options
         try:
-            return make(spec.housekeep_task, spec.housekeep_ep_num,
-                        action_mode=spec.housekeep_action_mode, backend=spec.housekeep_backend,
-                        length=spec.housekeep_length, language_state=spec.use_language_state,
-                        data_dir=_data_dir(spec), version=ENV_VERSIONS[spec.name])
+            return make(own.housekeep_task, own.housekeep_ep_num,
+                        action_mode=own.housekeep_action_mode, backend=own.housekeep_backend,
+                        length=own.housekeep_length, language_state=spec.env.use_language_state,
+                        data_dir=own.data_dir, version=ENV_VERSIONS[spec.env.name])
         except (HousekeepDataError, BackendError) as err:
             raise ConfigError(str(err)) from None
 
-    def extrinsic(self, cfg: DictConfig) -> bool:
+    def extrinsic(self, env_name: str) -> bool:
         return False  # trained on LM rewards; the game reward is logged and evaluated
 
-    def paper_setting(self, cfg: DictConfig) -> bool:
+    def paper_setting(self, env_name: str) -> bool:
         """``Housekeep`` behaves as the original did; ``Housekeep-v2`` is the fixed setting."""
-        return ENV_VERSIONS[cfg.env_spec.name] == 1
+        return ENV_VERSIONS[env_name] == 1
 
-    def needs_embedder(self, cfg: DictConfig) -> bool:
+    def needs_embedder(self, spec: RunSpec) -> bool:
         return False  # its reward matches captions exactly
 
-    def novelty_goals(self, cfg: DictConfig) -> Sequence[str]:
+    def novelty_goals(self, spec: RunSpec) -> Sequence[str]:
         return ()  # the Novelty suggester enumerates the (object, receptacle) pairs it sees
 
-    def goals(self, cfg: DictConfig, lm: LMSpec, embedder: Any, goal_reward: bool
+    def goals(self, spec: RunSpec, embedder: Any, goal_reward: bool
               ) -> tuple[Goals, list[StepReward]]:
         """The LM's placements and, with ``goal_reward``, ELLM's reward on them; without it no
         goal is suggested (an agent reading Housekeep goals learns from them)."""
         if not goal_reward:
             return NoGoals(), []
-        paper = self.paper_setting(cfg)
-        goals = HousekeepGoals(build_housekeep_suggester(lm, per_class=paper))
+        paper = self.paper_setting(spec.env.name)
+        goals = HousekeepGoals(build_housekeep_suggester(spec.lm, per_class=paper))
         bonus = goals.suggester.novelty_bonus
         return goals, [HousekeepGoalReward(paper_setting=paper, novelty_bonus=bonus)]
 
@@ -150,10 +157,10 @@ class HousekeepGame:
             metrics.update({f"housekeep/{k}": v for k, v in answer_metrics(records).items()})
         return metrics
 
-    def single_goals(self, cfg: DictConfig) -> list[str]:
+    def single_goals(self, spec: RunSpec) -> list[str]:
         return []
 
-    def goal_text(self, cfg: DictConfig, goals: Sequence[str]) -> str:
+    def goal_text(self, spec: RunSpec, goals: Sequence[str]) -> str:
         return goal_text(goals)
 
     def goal_achieved(self, info: Mapping[str, Any], goal: str) -> bool:
