@@ -26,9 +26,11 @@ from ellm.method import (
     resolve_method,
 )
 from ellm.run.config import (
+    AGENT_KEYS_AT_TOP,
     IGNORED_KEYS,
     ConfigError,
     RunOptions,
+    agent_options,
     check_added_keys,
     resolve_threads,
     resolve_workers,
@@ -393,6 +395,28 @@ def test_a_config_files_legacy_key_reaches_a_client_built_from_the_parsed_spec(
     monkeypatch.delenv(lm_config.LEGACY_KEY_ENV)
     validate(config("env_spec.lm_spec.lm_class=SimpleOracle", "+env_spec.lm_spec.openai_key=sk-x"))
     assert lm_config.LEGACY_KEY_ENV not in os.environ  # a run that asks no LLM leaves it alone
+
+
+def _method_agent_keys(method: str) -> dict:
+    """The agent keys a method's yaml sets, those of the yamls it builds on included."""
+    data = yaml.safe_load((ROOT / "ellm" / "method" / f"{method}.yaml").read_text())
+    keys: dict = {}
+    for base in data.get("defaults", []):
+        if base != "_self_":
+            keys.update(_method_agent_keys(base))
+    at_top = {k: v for k, v in data.items() if k in AGENT_KEYS_AT_TOP}  # agent.x: ${x}
+    return {**keys, **at_top, **(data.get("agent") or {})}
+
+
+@pytest.mark.parametrize("method", [None, *TORCH_METHODS])
+def test_an_agent_default_has_one_owner_the_options_dataclass(method):
+    """config.yaml's agent block and the method yamls repeat no default of their own: a key is
+    the options dataclass's default unless the method's yaml sets it (noveld, random)."""
+    options = agent_options(config(*([f"method={method}"] if method else [])))
+    defaults, own = type(options)(), _method_agent_keys(method) if method else {}
+    for field in dataclasses.fields(options):
+        expected = own.get(field.name, getattr(defaults, field.name))
+        assert getattr(options, field.name) == expected, (method, field.name)
 
 
 def test_config_yaml_and_the_lm_spec_dataclass_have_the_same_defaults():
