@@ -1,8 +1,5 @@
-"""Games the training loop runs on, found once by ``env_spec.name``.
-
-The loop never asks which game it runs: adding one is a module plus a line in GAMES
-(docs/games.md).
-"""
+"""Games the training loop runs on, found once by ``env_spec.name``. The loop never asks which
+game it runs: adding one is a module plus a line in GAMES (docs/games.md)."""
 
 from __future__ import annotations
 

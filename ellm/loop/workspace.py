@@ -1,8 +1,6 @@
 """The training loop: one Workspace for pretraining, finetuning and guided exploration.
-
 One loop takes the steps of a collector (this process's rollout, or the actors' chunks),
-counted one by one either way: same replay, same updates per frame, same evaluations.
-"""
+counted one by one either way: same replay, same updates per frame, same evaluations."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ from ellm.replay import (
 from ellm.replay.loader import DeviceBatches
 from ellm.run import checkpoint
 from ellm.run.checkpoint import rng_state, seed_everything, set_rng_state
-from ellm.run.command_line import write_record
+from ellm.run.command_line import run_dir_lines, write_record
 from ellm.run.config import RunSpec, resolve_threads, resolve_workers, run_config
 from ellm.run.lm_usage import LMUsage
 from ellm.run.logger import Logger
@@ -257,9 +255,7 @@ class Workspace:
                 f"LM {client.spec.lm}: {c.get('queries', 0):.0f} queries, {c.get('api_calls', 0):.0f} "
                 f"API calls, {c.get('cache_hits', 0):.0f} cache hits, {c.get('cache_misses', 0):.0f} "
                 f"cache misses; ${self.lm.spent():.4f} spent of its ${self.spec.lm.budget:.2f} budget.")
-        lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {self.run_dir / 'report'})"]
-        return "\n".join(lines)
+        return "\n".join(lines + run_dir_lines(self.run_dir))
 
     def _updates_due(self) -> int:
         """Updates the configured ratio asks for by this frame."""

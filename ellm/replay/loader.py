@@ -1,8 +1,6 @@
 """Sampling from the episode files, in-process or in DataLoader workers that shard the episodes.
-
 Each sampler holds one shard, so the replay is in RAM about once whatever the worker count;
-workers hand batches over in shared-memory slots, as tensor pickling costs several ms a batch.
-"""
+workers hand batches over in shared-memory slots, as tensor pickling costs several ms a batch."""
 
 from __future__ import annotations
 
@@ -11,8 +9,9 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -34,9 +33,10 @@ class ShardSampler:
 
     def __init__(self, cfg: ReplayDataset, shard_id: int) -> None:
         self.cfg, self.shard_id = cfg, shard_id
-        capacity = math.ceil(cfg.capacity / cfg.num_shards)
-        self.shard = EpisodeShard(capacity, cfg.nstep, cfg.clip_reward, cfg.per_episode)
-        self.rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard_id]))
+        s = cfg.settings
+        capacity = math.ceil(s.capacity / cfg.num_shards)
+        self.shard = EpisodeShard(capacity, s.nstep, s.clip_reward, s.per_episode)
+        self.rng = np.random.default_rng(np.random.SeedSequence([s.seed, shard_id]))
         self._paths: dict[int, Path] = {}
         self._last_index = -1
         self._dir_mtime: int | None = None
@@ -66,14 +66,14 @@ class ShardSampler:
         for f in new[first:]:
             self._paths[f.index] = f.path
             self._drop(self.shard.add(f.index, load_episode(f.path)))
-        if not self.cfg.save_buffer:
+        if not self.cfg.settings.save_buffer:
             for f in new[:first]:
                 f.path.unlink(missing_ok=True)
 
     def _drop(self, indices: list[int]) -> None:
         for index in indices:
             path = self._paths.pop(index)
-            if not self.cfg.save_buffer:
+            if not self.cfg.settings.save_buffer:
                 path.unlink(missing_ok=True)
 
     def next_batch(self, wait: bool, frames_out: np.ndarray | None = None) -> Batch:
@@ -88,7 +88,7 @@ class ShardSampler:
             time.sleep(0.05)
             self.fetch(force=True)
         self._batches_since_listing += 1
-        c = self.cfg
+        c = self.cfg.settings
         return self.shard.sample(
             self.rng, c.batch_size, c.frame_stack, c.discount, c.one_step_next_obs, frames_out
         )
@@ -107,34 +107,29 @@ class _Ready(NamedTuple):
     slot: int
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How batches are drawn: ``make_replay_loader``'s keywords."""
+
+    capacity: int
+    batch_size: int
+    nstep: int
+    discount: float
+    frame_stack: int
+    clip_reward: bool
+    save_buffer: bool
+    seed: int
+    one_step_next_obs: bool = False
+    per_episode: bool = False
+
+
 class ReplayDataset(IterableDataset):
     """Endless batches from this process's shard (shard = DataLoader worker id, or 0)."""
 
-    def __init__(
-        self,
-        replay_dir: Path,
-        *,
-        capacity: int,
-        batch_size: int,
-        num_shards: int,
-        nstep: int,
-        discount: float,
-        frame_stack: int,
-        clip_reward: bool,
-        save_buffer: bool,
-        seed: int,
-        one_step_next_obs: bool = False,
-        relist_every: int = 100,
-        free_slots: list | None = None,
-        per_episode: bool = False,
-    ) -> None:
-        self.replay_dir = Path(replay_dir)
-        self.capacity, self.batch_size, self.num_shards = capacity, batch_size, num_shards
-        self.nstep, self.discount, self.frame_stack = nstep, discount, frame_stack
-        self.clip_reward, self.save_buffer, self.seed = clip_reward, save_buffer, seed
-        self.one_step_next_obs, self.relist_every = one_step_next_obs, relist_every
-        self.free_slots = free_slots
-        self.per_episode = per_episode
+    def __init__(self, replay_dir: Path, settings: ReplaySettings, *, num_shards: int,
+                 relist_every: int = 100, free_slots: list | None = None) -> None:
+        self.replay_dir, self.settings, self.num_shards = Path(replay_dir), settings, num_shards
+        self.relist_every, self.free_slots = relist_every, free_slots
 
     def __iter__(self) -> Iterator[Batch | _Slots | _Ready]:
         info = get_worker_info()
@@ -247,25 +242,10 @@ def _to_torch(batch: Batch) -> Batch:
     return Batch(*(None if x is None else torch.from_numpy(x) for x in batch))
 
 
-def make_replay_loader(
-    replay_dir: Path,
-    *,
-    capacity: int,
-    batch_size: int,
-    num_workers: int,
-    nstep: int,
-    discount: float,
-    frame_stack: int,
-    clip_reward: bool,
-    save_buffer: bool,
-    seed: int,
-    one_step_next_obs: bool = False,
-    per_episode: bool = False,
-) -> Iterator[Batch]:
-    """An endless iterator of torch Batches sampled from the episode files in ``replay_dir``.
-
-    ``per_episode``: draw an episode uniformly, then a step (the original's sampling).
-    """
+def make_replay_loader(replay_dir: Path, *, num_workers: int, **settings: Any
+                       ) -> Iterator[Batch]:
+    """An endless iterator of torch Batches sampled from the episode files in ``replay_dir``
+    (``settings``: the fields of :class:`ReplaySettings`)."""
     num_shards = max(1, num_workers)
     free_slots = None
     if num_shards > 1:
@@ -273,21 +253,8 @@ def make_replay_loader(
         for q in free_slots:
             for k in range(PREFETCH + 1):
                 q.put(k)
-    dataset = ReplayDataset(
-        replay_dir,
-        capacity=capacity,
-        batch_size=batch_size,
-        num_shards=num_shards,
-        nstep=nstep,
-        discount=discount,
-        frame_stack=frame_stack,
-        clip_reward=clip_reward,
-        save_buffer=save_buffer,
-        seed=seed,
-        one_step_next_obs=one_step_next_obs,
-        free_slots=free_slots,
-        per_episode=per_episode,
-    )
+    dataset = ReplayDataset(replay_dir, ReplaySettings(**settings), num_shards=num_shards,
+                            free_slots=free_slots)
     if num_shards == 1:
         return map(_to_torch, iter(dataset))
     loader = DataLoader(

@@ -54,6 +54,11 @@ def code_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def run_dir_lines(run_dir: Path) -> list[str]:
+    return [f"Run dir: {run_dir}",
+            f"Plot it: python -m ellm_tools.report {run_dir}  (writes {run_dir / 'report'})"]
+
+
 def remove_if_empty(run_dir: Path) -> None:
     """Remove a run dir Hydra made for a job that failed validation, and its empty parents."""
     for path in (run_dir, *run_dir.parents):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ellm.replay.loader import ReplayDataset, ShardSampler, make_replay_loader
+from ellm.replay.loader import ReplayDataset, ReplaySettings, ShardSampler, make_replay_loader
 from ellm.replay.sampling import EpisodeShard
 from ellm.replay.storage import list_episode_files, load_episode
 from ellm_tools.bench.common import private_mib
@@ -120,7 +120,7 @@ def sampling_costs(d: Path, shard: EpisodeShard, batches: int) -> None:
           f"{1000 * (time.perf_counter() - t) / batches:.2f} ms")
     kw = {"capacity": 10**9, "batch_size": BATCH, "nstep": NSTEP, "discount": GAMMA,
           "frame_stack": STACK, "clip_reward": True, "save_buffer": True, "seed": 0}
-    plain = ReplayDataset(d, num_shards=2, **kw)
+    plain = ReplayDataset(d, ReplaySettings(**kw), num_shards=2)
     variants = {
         "make_replay_loader(num_workers=0)": lambda: make_replay_loader(d, num_workers=0, **kw),
         "make_replay_loader(num_workers=2)": lambda: make_replay_loader(d, num_workers=2, **kw),

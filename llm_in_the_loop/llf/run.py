@@ -22,7 +22,7 @@ from ellm.errors import ConfigError
 from ellm.games import Game, game_named
 from ellm.lm import build_client
 from ellm.loop.timing import EverySeconds, duration
-from ellm.run.command_line import hydra_entry, write_record
+from ellm.run.command_line import hydra_entry, run_dir_lines, write_record
 from ellm.run.config import check_lm_spec, run_config
 from ellm.run.logger import Logger
 from ellm.run.schema import boolean, integer, is_int, non_negative, one_of, parse, valid
@@ -218,9 +218,7 @@ class LLFRun:
         played = (f"Played {n} episode{'s' * (n != 1)} of {self.spec.name} with the "
                   f"{self.opts.policy} policy (feedback {self.spec.feedback_type}): success "
                   f"rate {metrics['eval/success_rate']:.2f}, {self.game.describe(metrics)}.")
-        report = self.run_dir / "report"
-        return "\n".join([played, f"Run dir: {self.run_dir}",
-                          f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {report})"])
+        return "\n".join([played, *run_dir_lines(self.run_dir)])
 
 
 CONFIG = Path(__file__).parent / "conf" / "llf.yaml"

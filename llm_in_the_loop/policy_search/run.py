@@ -17,7 +17,7 @@ import ellm
 from ellm.errors import ConfigError
 from ellm.lm import build_client
 from ellm.loop.timing import EverySeconds, duration
-from ellm.run.command_line import hydra_entry, write_json, write_record
+from ellm.run.command_line import hydra_entry, run_dir_lines, write_json, write_record
 from ellm.run.config import check_lm_spec, run_config
 from ellm.run.logger import Logger
 from ellm.run.schema import boolean, integer, is_int, is_num, non_negative, one_of, parse, valid
@@ -316,10 +316,7 @@ class PolicySearchRun:
                          f"{own.ret:.2f})")
         if self.client is not None:
             lines.append(f"{lm_summary(self.client)}.")
-        report = self.run_dir / "report"
-        lines += [f"Run dir: {self.run_dir}",
-                  f"Plot it: python -m ellm_tools.report {self.run_dir}  (writes {report})"]
-        return "\n".join(lines)
+        return "\n".join(lines + run_dir_lines(self.run_dir))
 
 
 CONFIG = Path(__file__).parent / "conf" / "policy_search.yaml"
