@@ -198,7 +198,8 @@ def test_crafter_reward_v1_shows_the_agent_no_goal():
 
 def test_the_originals_class_names_are_accepted():
     assert agent_target(config("agent._target_=dqn.DQNAgent")) == "ellm.agent.DQNAgent"
-    assert parse_lm_spec({"lm_class": "BaselineLM"}).lm_class == "BaselineModel"
+    assert parse_lm_spec({"lm_class": "BaselineLM"}).lm_class == "Novelty"
+    assert parse_lm_spec({"lm_class": "BaselineModel"}).lm_class == "Novelty"
 
 
 @pytest.mark.parametrize("name", ["CrafterTextEnv-v1", "CrafterReward-v1", "CrafterNoReward-v1"])

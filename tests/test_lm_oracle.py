@@ -113,7 +113,7 @@ def test_spec_validation_errors_name_the_key():
                        ({"lm_clas": "SimpleOracle"}, "unknown key"), ({"price": [1]}, "price")]:
         with pytest.raises(ValueError, match=match):
             parse_lm_spec(bad)
-    assert LM_CLASSES == ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
+    assert LM_CLASSES == ("SimpleOracle", "GPTLanguageModel", "Novelty")
     assert parse_lm_spec({"lm_class": "GPTHousekeep"}).lm_class == "GPTLanguageModel"
     assert parse_lm_spec({"max_num_goals": "all"}).max_num_goals is None
     assert parse_lm_spec({"max_num_goals": 3, "dummy_lm": "True"}).max_num_goals == 3

@@ -191,6 +191,6 @@ def test_command_line(tmp_path):
     assert bad.returncode == 2 and "env_spec.lm_spec.lm_clas" in bad.stderr
     ok = quality("states=8", "out=q", "env_spec.lm_spec.lm_class=BaselineModel")
     assert ok.returncode == 0, ok.stderr
-    assert "| Novelty (BaselineModel) | 8 |" in ok.stdout
+    assert "| Novelty | 8 |" in ok.stdout
     saved = json.loads((tmp_path / "q" / "quality.json").read_text())
-    assert saved["scores"]["recall"] == 1.0 and saved["label"] == "Novelty (BaselineModel)"
+    assert saved["scores"]["recall"] == 1.0 and saved["label"] == "Novelty"

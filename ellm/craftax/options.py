@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from ellm.craftax.loop import LoopConfig
 from ellm.craftax.pqn import PQNConfig
 from ellm.errors import ConfigError
+from ellm.lm.config import LM_CLASS_ALIASES
 from ellm.method import ALIAS_METHODS, CRAFTAX_METHODS, METHODS, TORCH_METHODS
 from ellm.run.schema import MAX_WIDTH, integer, is_num, parse, probability, valid
 from ellm.run.spec import RunBasics, warn_ignored
@@ -160,8 +161,8 @@ def parse_spec(cfg: DictConfig) -> CraftaxSpec:
     source, bonus, extrinsic = parts.goal_source, parts.bonus, parts.extrinsic_weight
     if source == "lm":
         lm_class = OmegaConf.select(cfg, "env_spec.lm_spec.lm_class")
-        source = {"SimpleOracle": "oracle", "GPTLanguageModel": "llm",
-                  "BaselineModel": "novelty"}.get(lm_class, "oracle")
+        source = {"SimpleOracle": "oracle", "GPTLanguageModel": "llm", "Novelty": "novelty"}.get(
+            LM_CLASS_ALIASES.get(lm_class, lm_class), "oracle")
         if source == "novelty":
             method = "novelty"
     if opts.extrinsic_weight is not None:

@@ -11,7 +11,7 @@ from ellm.lm.config import DEFAULT_MODEL, LM_CLASSES, LMSpec, parse_lm_spec, red
 from ellm.lm.connect import build_client, check_cache
 from ellm.lm.gpt import GPTLanguageModel
 from ellm.lm.nonblocking import NonBlockingLanguageModel
-from ellm.lm.novelty import BaselineModel
+from ellm.lm.novelty import BaselineModel, NoveltySuggester
 from lmclient.cache import AnswerCache, CacheError
 from lmclient.client import LMClient, LMConfigError
 from lmclient.counters import LMCounters
@@ -22,10 +22,27 @@ if TYPE_CHECKING:
     from ellm.games.crafter.suggesters import build_suggester
 
 __all__ = [
-    "DEFAULT_MODEL", "LM_CLASSES", "ORACLE_GOALS", "AnswerCache", "BaselineModel", "CacheError",
-    "GPTLanguageModel", "GoalSuggester", "LMClient", "LMConfigError", "LMCounters", "LMSpec",
-    "NonBlockingLanguageModel", "SimpleOracle", "TextState", "build_client", "build_suggester",
-    "check_cache", "parse_lm_spec", "redact_lm_spec",
+    "DEFAULT_MODEL",
+    "LM_CLASSES",
+    "ORACLE_GOALS",
+    "AnswerCache",
+    "BaselineModel",
+    "CacheError",
+    "GPTLanguageModel",
+    "GoalSuggester",
+    "LMClient",
+    "LMConfigError",
+    "LMCounters",
+    "LMSpec",
+    "NonBlockingLanguageModel",
+    "NoveltySuggester",
+    "SimpleOracle",
+    "TextState",
+    "build_client",
+    "build_suggester",
+    "check_cache",
+    "parse_lm_spec",
+    "redact_lm_spec",
 ]
 
 # Crafter's names, loaded when first asked for: importing ellm.lm loads no game.

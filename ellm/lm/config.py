@@ -16,12 +16,13 @@ from ellm.run.schema import one_of, parse, valid
 from lmclient.pricing import is_openai_endpoint
 from lmclient.spec import OPENAI_API_URL
 
-LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "BaselineModel")
-LM_CLASS_ALIASES: Final = {
+LM_CLASSES: Final = ("SimpleOracle", "GPTLanguageModel", "Novelty")
+LM_CLASS_ALIASES: Final = {  # the original's spellings
     "GPTHousekeep": "GPTLanguageModel",
     "SimpleOracleHousekeep": "SimpleOracle",
-    "BaselineHousekeep": "BaselineModel",
-    "BaselineLM": "BaselineModel",
+    "BaselineModel": "Novelty",
+    "BaselineHousekeep": "Novelty",
+    "BaselineLM": "Novelty",
 }
 ENDPOINTS: Final = ("chat", "completions")
 # Whose answers a cached answer may stand for: the same endpoint, or opted in, any.

@@ -74,7 +74,7 @@ CRAFTAX_METHODS: Final = tuple(name for name, m in METHODS.items() if m.craftax)
 
 _RND_CLASSES: Final = ("baselines.rnd.RNDAgent",)
 _APT_CLASSES: Final = ("baselines.icm_apt.ICMAPTAgent",)
-_NOVELTY_LMS: Final = ("BaselineModel", "BaselineLM")
+_NOVELTY_LMS: Final = ("Novelty", "BaselineModel", "BaselineLM", "BaselineHousekeep")
 _ELLM: Final = {True: "ellm", False: "ellm-pixels"}  # by whether its agent sees any text
 
 

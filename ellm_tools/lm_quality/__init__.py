@@ -109,8 +109,8 @@ def prepare(overrides: list[str], out: Path) -> tuple[RunSpec, Any, Any]:
 
 def label(spec: Any, suggester: Any) -> str:
     """The table row's name: the suggester and, for a language model, the model it asked."""
-    if spec.lm_class == "BaselineModel":
-        return "Novelty (BaselineModel)"
+    if spec.lm_class == "Novelty":
+        return "Novelty"
     if spec.lm_class == "SimpleOracle":
         return "SimpleOracle"
     if spec.dummy_lm:

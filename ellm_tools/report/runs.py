@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
 BASELINE_AGENTS: dict[str, str] = {"RNDAgent": "RND", "ICMAPTAgent": "APT", "APTAgent": "APT",
                                    "ICMAgent": "ICM", "NovelDAgent": "NovelD"}
 GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
-NOVELTY_CLASSES = frozenset({"BaselineModel", "BaselineLM", "BaselineHousekeep"})
+NOVELTY_CLASSES = frozenset({"Novelty", "BaselineModel", "BaselineLM", "BaselineHousekeep"})
 RANDOM = "Random actions"
 EXTRINSIC = "Extrinsic reward"
 # The ``method`` a run records in config.json (ellm.method) and its label; ELLM runs are

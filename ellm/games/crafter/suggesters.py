@@ -15,7 +15,7 @@ from ellm.lm.config import LMSpec
 from ellm.lm.connect import build_client, spec_with
 from ellm.lm.gpt import GPTLanguageModel
 from ellm.lm.nonblocking import NonBlockingLanguageModel
-from ellm.lm.novelty import BaselineModel
+from ellm.lm.novelty import NoveltySuggester
 from lmclient.client import log_once
 
 
@@ -31,8 +31,8 @@ def build_suggester(lm_spec: LMSpec | Mapping[str, Any], *, all_goals: Sequence[
               "synonyms": synonyms}
     if spec.lm_class == "SimpleOracle":
         return SimpleOracle(paper_setting=paper_setting, **common)
-    if spec.lm_class == "BaselineModel":
-        return BaselineModel(all_goals, **common)
+    if spec.lm_class == "Novelty":
+        return NoveltySuggester(all_goals, **common)
     prompt = load_prompt(spec.prompt, spec.prompt_file)
     client = build_client(lm_spec, cache_dir=cache_dir, base_url=base_url, sleep=sleep)
     common["goal_vocabulary"] = goal_vocabulary

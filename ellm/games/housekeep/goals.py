@@ -245,7 +245,7 @@ def build_housekeep_suggester(lm_spec: LMSpec | Mapping[str, Any], *,
     answerer: Answerer | None
     if spec.lm_class == "SimpleOracle":
         answerer = GroundTruthAnswers()
-    elif spec.lm_class == "BaselineModel":
+    elif spec.lm_class == "Novelty":
         answerer = None
     else:
         answerer = LMAnswers(build_client(lm_spec))
