@@ -311,3 +311,16 @@ def test_a_finetune_takes_the_pretrained_goal_width_and_weights(tmp_path):
         np.testing.assert_array_equal(np.asarray(got)[0], np.asarray(want))
     with pytest.raises(Exception, match=r"holds seeds \[3, 4\], not \[5\]"):
         CraftaxRun(parse_spec(wrong), tmp_path / "run5")
+
+
+def test_a_resumed_runs_frames_per_second_counts_only_the_frames_it_trained():
+    """A run resumed at 4M frames per seed that trains 1M more in 100 s ran at 10k frames/s per
+    seed, not 50k: the snapshot's frames were trained by an earlier process."""
+    from types import SimpleNamespace
+
+    from ellm.craftax.run import CraftaxRun
+
+    run = object.__new__(CraftaxRun)  # the counters only: no env, no compile
+    run.spec = SimpleNamespace(seeds=(1, 2))
+    run.frame, run.frames_trained, run.train_seconds = 5_000_000, 1_000_000, 100.0
+    assert run.frames_per_s == 20_000

@@ -105,7 +105,7 @@ class CraftaxRun:
             self.train_stats.append(StatsWriter(path / "train" / "stats.jsonl", keep))
             self.eval_stats.append(StatsWriter(path / "eval" / "stats.jsonl", keep))
         self.compile_s = 0.0
-        self.train_seconds = 0.0
+        self.train_seconds, self.frames_trained = 0.0, 0  # this process's, not the snapshot's
 
     # -- pieces ------------------------------------------------------------------------------
     def _suggester(self):
@@ -224,6 +224,7 @@ class CraftaxRun:
             metrics, records = to_host((metrics, records))
             seconds = time.monotonic() - t0
             self.train_seconds += seconds
+            self.frames_trained += per_chunk
             before, self.frame = self.frame, self.frame + per_chunk
             self._write_train(metrics, records, before, per_chunk / seconds * len(spec.seeds))
             self._ask(records)
@@ -239,7 +240,7 @@ class CraftaxRun:
     @property
     def frames_per_s(self) -> float:
         """Training frames per second of all seeds together, compile excluded."""
-        done = self.frame * len(self.spec.seeds)
+        done = self.frames_trained * len(self.spec.seeds)
         return done / self.train_seconds if self.train_seconds else 0.0
 
     def _write_train(self, metrics, records, before: int, fps: float) -> None:
