@@ -105,7 +105,7 @@ class CraftaxRun:
             self.train_stats.append(StatsWriter(path / "train" / "stats.jsonl", keep))
             self.eval_stats.append(StatsWriter(path / "eval" / "stats.jsonl", keep))
         self.compile_s = 0.0
-        self.train_seconds, self.frames_trained = 0.0, 0  # this process's, not the snapshot's
+        self.train_seconds, self.frames_trained = 0.0, 0
 
     # -- pieces ------------------------------------------------------------------------------
     def _suggester(self):
@@ -147,9 +147,8 @@ class CraftaxRun:
                 "goal_input": width > 0, "goal_dim": width}
 
     def _goal_width(self, path: Path) -> int:
-        """The width of the goal input the snapshot's network was built with (0: none): its
-        first layer's inputs beyond the observation's. Earlier runs embedded goals in 384
-        numbers, later ones in 24."""
+        """The goal input's width in the snapshot's network (0: none; 384 in early runs, 24 after):
+        its first layer's inputs beyond the observation's."""
         opts, obs = self.spec.options, self.env.obs_size
         net = QNetwork(self.env.num_actions, opts.hidden, opts.layers)
         leaves = jax.tree_util.tree_leaves(net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs))))
@@ -239,7 +238,7 @@ class CraftaxRun:
 
     @property
     def frames_per_s(self) -> float:
-        """Training frames per second of all seeds together, compile excluded."""
+        """Frames per second this process trained, all seeds together, compile excluded."""
         done = self.frames_trained * len(self.spec.seeds)
         return done / self.train_seconds if self.train_seconds else 0.0
 
