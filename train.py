@@ -235,8 +235,10 @@ def main(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     interrupt.install()
+    from ellm.craftax.options import is_craftax
+
     spec = checked_spec(cfg, run_dir)
-    if str(cfg.env_spec.name).startswith("Craftax"):
+    if is_craftax(cfg):
         return train_craftax(spec, run_dir)
     workspace = build_or_exit(lambda: Workspace(spec, run_dir), run_dir)
     try:

@@ -159,9 +159,9 @@ def test_the_random_method_draws_uniformly_over_the_17_actions():
     assert spec.method.name == "random" and not spec.method.learns
     env = spec.game.make_env(spec, 1)
     assert env.action_space.n == 17
-    agent = make_agent(spec, options=spec.agent, num_actions=env.action_space.n,
+    agent = make_agent(spec, num_actions=env.action_space.n,
                        device=torch.device("cpu"), embedder=None, strings=None,
-                       hold_epsilon=False, seed=1, paper=False)
+                       hold_epsilon=False, seed=1)
     obs = {"frames": np.zeros((cfg.frame_stack, 84, 84), np.uint8)}
     for eval_mode in (False, True):
         counts = np.bincount([agent.act(obs, 10**6, eval_mode) for _ in range(3400)],

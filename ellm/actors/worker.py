@@ -105,9 +105,8 @@ class Actor:
         if isinstance(parts.env, EpisodeCounted):
             parts.env.episode_count = spec.env_episodes
         self.rollout = parts.rollout(run.run.frame_stack)
-        build = {"options": run.agent, "num_actions": parts.env.action_space.n, "device": cpu,
-                 "embedder": parts.embedder, "strings": None, "seed": spec.seed,
-                 "paper": run.game.paper_setting(run.env.name)}
+        build = {"num_actions": parts.env.action_space.n, "device": cpu,
+                 "embedder": parts.embedder, "strings": None, "seed": spec.seed}
         self.agent = make_agent(run, hold_epsilon=run.run.decay_after_reward, **build)
         add_guide(self.agent, run, **build)
         self.version = 0

@@ -24,6 +24,8 @@ LM_CLASS_ALIASES: Final = {  # the original's spellings
     "BaselineHousekeep": "Novelty",
     "BaselineLM": "Novelty",
 }
+NOVELTY_CLASSES: Final = frozenset(
+    {"Novelty", *(name for name, to in LM_CLASS_ALIASES.items() if to == "Novelty")})
 ENDPOINTS: Final = ("chat", "completions")
 # Whose answers a cached answer may stand for: the same endpoint, or opted in, any.
 CACHE_SCOPES: Final = ("endpoint", "model")

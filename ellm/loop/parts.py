@@ -74,12 +74,12 @@ def game_reward(spec: RunSpec) -> list[StepReward]:
     return [] if weight is None else [GameReward(weight)]
 
 
-def make_agent(spec: RunSpec, *, options: Any, num_actions: int, device: torch.device,
-               embedder: Any, strings: Any, hold_epsilon: bool, seed: int, paper: bool) -> Any:
+def make_agent(spec: RunSpec, *, num_actions: int, device: torch.device, embedder: Any,
+               strings: Any, hold_epsilon: bool, seed: int) -> Any:
     """The agent ``spec.agent_class`` names (``strings`` None for an agent that only acts)."""
-    run = spec.run
+    run, paper = spec.run, spec.game.paper_setting(spec.env.name)
     return hydra.utils.get_class(spec.agent_class)(
-        agent_options=options, obs_shape=(run.frame_stack, FRAME_SIZE, FRAME_SIZE),
+        agent_options=spec.agent, obs_shape=(run.frame_stack, FRAME_SIZE, FRAME_SIZE),
         num_actions=num_actions, device=str(device),
         embedder=embedder, strings=strings, discount=run.discount,
         nstep=run.nstep, hold_epsilon=hold_epsilon, seed=seed,

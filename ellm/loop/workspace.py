@@ -165,10 +165,9 @@ class Workspace:
         return make_agent(self.spec, hold_epsilon=hold_epsilon, **self._agent_build())
 
     def _agent_build(self) -> dict[str, Any]:
-        return {"options": self.spec.agent, "num_actions": self.evaluator.env.action_space.n,
+        return {"num_actions": self.evaluator.env.action_space.n,
                 "device": self.device,
-                "embedder": self.embedder, "strings": self.strings, "seed": self.run.seed,
-                "paper": self.paper}
+                "embedder": self.embedder, "strings": self.strings, "seed": self.run.seed}
 
     def train(self) -> dict[str, float]:
         """Train to ``num_train_frames``; returns the last evaluation's metrics."""

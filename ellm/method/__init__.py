@@ -10,6 +10,7 @@ from typing import Any, Final
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.errors import ConfigError
+from ellm.lm.config import NOVELTY_CLASSES
 from ellm.reward import StepReward
 
 DEFAULT_METHOD: Final = "ellm"
@@ -74,7 +75,6 @@ CRAFTAX_METHODS: Final = tuple(name for name, m in METHODS.items() if m.craftax)
 
 _RND_CLASSES: Final = ("baselines.rnd.RNDAgent",)
 _APT_CLASSES: Final = ("baselines.icm_apt.ICMAPTAgent",)
-_NOVELTY_LMS: Final = ("Novelty", "BaselineModel", "BaselineLM", "BaselineHousekeep")
 _ELLM: Final = {True: "ellm", False: "ellm-pixels"}  # by whether its agent sees any text
 
 
@@ -91,7 +91,7 @@ SPELLINGS: Final[tuple[tuple[str, Callable[[DictConfig, Any], str | None]], ...]
     ("env_spec.name",
      lambda cfg, game: "extrinsic" if game.extrinsic(cfg.env_spec.name) else None),
     ("env_spec.lm_spec.lm_class",
-     lambda cfg, game: "novelty" if cfg.env_spec.lm_spec.lm_class in _NOVELTY_LMS else None),
+     lambda cfg, game: "novelty" if cfg.env_spec.lm_spec.lm_class in NOVELTY_CLASSES else None),
 )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ellm.errors import ConfigError
 from ellm.games import GAMES, GameReport, find_game, game_named
+from ellm.lm.config import NOVELTY_CLASSES
 from ellm_tools.report.records import (
     Row,
     UnreadableRun,
@@ -57,7 +58,6 @@ DEFAULTS: dict[str, Any] = {
 BASELINE_AGENTS: dict[str, str] = {"RNDAgent": "RND", "ICMAPTAgent": "APT", "APTAgent": "APT",
                                    "ICMAgent": "ICM", "NovelDAgent": "NovelD"}
 GPT_CLASSES = frozenset({"GPTLanguageModel", "GPTHousekeep"})
-NOVELTY_CLASSES = frozenset({"Novelty", "BaselineModel", "BaselineLM", "BaselineHousekeep"})
 RANDOM = "Random actions"
 EXTRINSIC = "Extrinsic reward"
 # The ``method`` a run records in config.json (ellm.method) and its label; ELLM runs are
