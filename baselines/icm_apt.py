@@ -22,7 +22,7 @@ from baselines.intrinsic import (
     input_encoder,
     mlp,
 )
-from baselines.paper import PaperAPT
+from baselines.paper_setting import PaperAPT
 from ellm.agent.options import AgentOptions
 from ellm.errors import ConfigError
 from ellm.run.schema import MAX_WIDTH, boolean_or_auto, integer, non_negative

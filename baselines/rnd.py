@@ -20,7 +20,7 @@ from baselines.intrinsic import (
     forward_keeping,
     input_encoder,
 )
-from baselines.paper import PaperRND
+from baselines.paper_setting import PaperRND
 from ellm.agent.options import AgentOptions
 from ellm.run.schema import boolean, non_negative
 

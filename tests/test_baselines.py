@@ -634,7 +634,7 @@ TINY = ["num_seed_frames=20", "eval_every_frames=30", "num_eval_episodes=1",
         "agent.critic_target_update_every_steps=40", "agent.hidden_dim=32", "progress=false"]
 SCENARIOS = {
     # the original spellings, pixel-only RND with the game reward added (the paper setting:
-    # one reward per sample on the DQN encoder's features, baselines/paper.py)
+    # one reward per sample on the DQN encoder's features, baselines/paper_setting.py)
     "rnd": (["agent._target_=baselines.rnd.RNDAgent", "+agent.rep_dim=16", "use_extr_rew=True"],
             ["rnd_raw", "rnd_pixel_raw", "rnd_raw_std", "rnd_pixel_loss", "intrinsic_reward"]),
     "noveld": (["agent._target_=baselines.rnd.RNDAgent", "+agent.noveld=True",

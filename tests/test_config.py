@@ -611,3 +611,23 @@ def test_an_agent_alias_names_its_method_on_the_craftax_engine_too():
     argv = ["agent=rnd", "env_spec.name=Craftax-Classic-v1"]
     assert train_module().check_before_hydra(argv) == argv
     assert config(*argv).method == "rnd"
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["env_spec.name=Craftax-Classic-v1", "env_spec.text_obs=True"], "env_spec.text_obs"),
+    (["env_spec.name=Craftax-Classic-v1", "frame_stack=2"], "frame_stack"),
+    (["craftax.hidden=32"], "craftax.hidden"),
+])
+def test_a_key_of_the_other_engine_is_refused_by_name(argv, key, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train_module().check_before_hydra(argv)
+    assert exit_.value.code == 2 and f"{key} is a key of the" in capsys.readouterr().err
+
+
+def test_config_yaml_keeps_the_env_options_defaults():
+    from ellm.run.spec import EnvOptions
+
+    given = config().env_spec
+    for field in dataclasses.fields(EnvOptions):
+        if field.default is not dataclasses.MISSING:
+            assert given[field.name] == field.default, field.name

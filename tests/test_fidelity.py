@@ -551,7 +551,7 @@ def test_paper_rnd_pays_one_normalised_reward_per_sample_from_the_dqn_encoder(tm
     from test_baselines import NUM_ACTIONS, OBS_SHAPE, SMALL, roundtrip, sample, write_episodes
 
     from baselines.intrinsic import RunningMeanStd
-    from baselines.paper import PaperRND
+    from baselines.paper_setting import PaperRND
     from baselines.rnd import RNDAgent
 
     write_episodes(tmp_path, [7, 5])
@@ -608,7 +608,7 @@ def test_paper_apt_particle_entropy_counts_the_point_itself_and_clips(tmp_path):
     from test_baselines import NUM_ACTIONS, OBS_SHAPE, SMALL, roundtrip, sample, write_episodes
 
     from baselines.icm_apt import ICMAPTAgent
-    from baselines.paper import KNN_CLIP
+    from baselines.paper_setting import KNN_CLIP
 
     write_episodes(tmp_path, [9, 8])
     batch = sample(tmp_path, batch_size=16)

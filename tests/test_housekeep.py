@@ -495,6 +495,23 @@ def test_bad_housekeep_config_names_the_key(overrides, message):
         validate(housekeep_cfg(*overrides))
 
 
+@pytest.mark.parametrize("env_key", ["env_spec.text_obs=True", "env_spec.use_language_state=True"])
+def test_text_obs_and_its_original_name_make_the_env_write_text(env_key):
+    spec = validate(housekeep_cfg("use_language_state=sbert", env_key))
+    assert spec.env.writes_text
+    obs, _ = spec.game.make_env(spec, seed=0).reset()
+    assert obs["text_obs"]
+    silent = validate(housekeep_cfg())
+    assert not silent.env.writes_text
+    assert silent.game.make_env(silent, seed=0).reset()[0]["text_obs"] == ""
+
+
+def test_text_obs_and_its_original_name_may_not_disagree():
+    with pytest.raises(ConfigError, match=r"env_spec\.text_obs=True and env_spec\."
+                                          r"use_language_state=False disagree"):
+        validate(housekeep_cfg("env_spec.text_obs=True", "env_spec.use_language_state=False"))
+
+
 def test_missing_scene_file_names_the_directory(tmp_path):
     (tmp_path / "Other_int.json.gz").write_bytes(b"")
     with pytest.raises(ConfigError, match=str(tmp_path)):

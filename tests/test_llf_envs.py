@@ -352,6 +352,15 @@ def test_housekeep_feedback_comes_from_the_ground_truth():
     env.step(f"go to {env.unwrapped.recs[wrong]}")
     obs, *_ = env.step("place")
     assert f"does not belong on the {env.unwrapped.recs[wrong]}" in obs["feedback"]
+    name = env.unwrapped.objs[held]
+    right = env.unwrapped.recs[min(truth[held])]
+    obs, *_ = env.step(f"pick {name}")
+    assert f"You picked up the {name}, which did not belong on the " in obs["feedback"]
+    env.step(f"go to {right}")
+    obs, *_ = env.step("place")
+    assert f"The {name} belongs on the {right}: well placed." in obs["feedback"]
+    obs, *_ = env.step(f"pick {name}")
+    assert f"The {name} was already where it belongs, on the {right}." in obs["feedback"]
 
 
 @pytest.mark.parametrize(("game", "other"), [("text_crafter", "text_housekeep"),

@@ -197,3 +197,16 @@ def test_run_counters_mark_the_frame_the_rewards_reach_one_and_round_trip_a_snap
     # a snapshot of an older version, before the optional counters were recorded
     assert checkpoint.RunCounters.from_meta({"frame": 7, "episode": 2}) == checkpoint.RunCounters(
         frame=7, episode=2)
+
+
+def test_each_games_evaluation_log_line():
+    from ellm.games import CrafterGame, HousekeepGame, eval_summary
+
+    crafter = {"eval/episode_reward": 2.345, "eval/score": 1.5, "eval/episode_length": 399.6}
+    assert eval_summary(CrafterGame(), crafter, 5000) == (
+        "[eval @ 5000 frames] achievements/episode 2.35, crafter score 1.50%, episode length 400")
+    housekeep = {"housekeep/rearrange_success": 0.25, "housekeep/pick_success": 0.5,
+                 "housekeep/place_success": 0.125}
+    assert eval_summary(HousekeepGame(), housekeep, 60) == (
+        "[eval @ 60 frames] rearrange success 0.25, objects picked 0.50, placed right 0.12, "
+        "episode length nan")

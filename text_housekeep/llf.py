@@ -22,6 +22,13 @@ from text_housekeep.backend import FAILED, PICK, PLACE
 from text_housekeep.symbolic import PLACE_ACTION
 
 _NEVER: Final = 10**9  # the game's own time limit; the contract counts the steps, no-ops included
+# (what the step did, was the object's home that receptacle) -> hindsight feedback
+_JUDGED: Final = {
+    (PICK, True): ("hn", "The {obj} was already where it belongs, on the {rec}."),
+    (PICK, False): ("hp", "You picked up the {obj}, which did not belong on the {rec}."),
+    (PLACE, True): ("hp", "The {obj} belongs on the {rec}: well placed."),
+    (PLACE, False): ("hn", "The {obj} does not belong on the {rec}."),
+}
 
 
 def unique_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -106,18 +113,9 @@ class HousekeepLLF(LanguageFeedbackEnv):
     def _judge(self, action: str, event: Any, held_before: int | None,
                feedback: Feedback) -> None:
         """``hp`` / ``hn`` of what the step did, from the ground truth."""
-        if event.kind == PICK:
-            obj, rec = self.objs[event.obj], self.recs[event.rec]
-            if self._correct(event.obj, event.rec):
-                feedback.add("hn", f"The {obj} was already where it belongs, on the {rec}.")
-            else:
-                feedback.add("hp", f"You picked up the {obj}, which did not belong on the {rec}.")
-        elif event.kind == PLACE:
-            obj, rec = self.objs[event.obj], self.recs[event.rec]
-            if self._correct(event.obj, event.rec):
-                feedback.add("hp", f"The {obj} belongs on the {rec}: well placed.")
-            else:
-                feedback.add("hn", f"The {obj} does not belong on the {rec}.")
+        if event.kind in (PICK, PLACE):
+            kind, text = _JUDGED[event.kind, self._correct(event.obj, event.rec)]
+            feedback.add(kind, text.format(obj=self.objs[event.obj], rec=self.recs[event.rec]))
         elif event.kind == FAILED:
             if event.reason == "no room on the receptacle" and held_before is not None:
                 self._no_room.add((held_before, event.rec))

@@ -24,7 +24,8 @@ TORCH_KEYS: Final = (
     "expl_agent_path", "other_model_prob", "train_after_reward",
     "decay_after_reward", "use_extr_rew", "single_goal_eval", "finetune_settings", "agent",
     "env_spec.action_space_type", "env_spec.single_task", "env_spec.single_goal_hierarchical",
-    "env_spec.novelty_goals", "env_spec.use_language_state", "env_spec.check_ac_success",
+    "env_spec.novelty_goals", "env_spec.text_obs", "env_spec.use_language_state",
+    "env_spec.check_ac_success",
 )
 # Seeds a process trains at once; each keeps its own records.
 MAX_SEEDS: Final = 64

@@ -30,6 +30,7 @@ class Game(Protocol):
     headline: tuple[str, str]
     report: GameReport
     stats_writer: Callable[..., Any]
+    eval_line: tuple[tuple[str, str, str], ...]  # (words, metric, format): the eval log line
 
     def validate(self, cfg: DictConfig, lm: LMSpec) -> Any:
         """Its own keys parsed (``RunSpec.game_options``); ConfigError naming a bad one."""
@@ -77,8 +78,12 @@ class Game(Protocol):
     def describe(self, metrics: Mapping[str, float]) -> str:
         """An evaluation's headline numbers in words, for the end of a run."""
 
-    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
-        """One line reporting an evaluation, for the log."""
+
+def eval_summary(game: Game, metrics: Mapping[str, float], frame: int) -> str:
+    """One line reporting an evaluation, for the log."""
+    numbers = (f"{words} " + form.format(metrics.get(key, float("nan")))
+               for words, key, form in game.eval_line)
+    return f"[eval @ {frame} frames] " + ", ".join(numbers)
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import ellm
 from ellm.actors import ActorCollector, ActorLMCounters, ActorPool, lm_budget_share
 from ellm.agent.dqn import mean_metrics
 from ellm.conf import resumes
-from ellm.games import EpisodeCounted
+from ellm.games import EpisodeCounted, eval_summary
 from ellm.goals import NoGoals
 from ellm.lm.nonblocking import fallback_warning
 from ellm.loop import interrupt
@@ -323,7 +323,7 @@ class Workspace:
         self.logger.log({**metrics, **self.lm.log_now()}, self.counters.frame)
         if metrics:
             self.last_eval = metrics
-            log.info(self.game.summary(metrics, self.counters.frame))
+            log.info(eval_summary(self.game, metrics, self.counters.frame))
         if self.run.save_snapshot:
             self.save_snapshot()
 

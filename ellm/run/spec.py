@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ellm.agent.precision import COMPILE_MODES, COMPILE_STRINGS
+from ellm.errors import ConfigError
 from ellm.lm import LMSpec
 from ellm.method import Method
 from ellm.run.schema import boolean, integer, is_int, is_num, one_of, valid
@@ -137,12 +138,24 @@ class EnvOptions:
     length: int = integer(1)
     dying: bool = boolean()
     name: str = valid("a game's env id", lambda v: isinstance(v, str))
-    use_language_state: bool = boolean()
     check_ac_success: bool = boolean()
     threshold: float = valid("a cosine similarity in [-1, 1]",
                             lambda v: is_num(v) and -1 <= v <= 1)
     max_seq_len: int = valid("an integer in [1, 256] (two texts share the sentence model's 512 "
                             "positions)", lambda v: is_int(v) and 1 <= v <= 256)
+    text_obs: bool = boolean(False)
+    use_language_state: bool | None = valid("true, false or null",
+                                            lambda v: v is None or isinstance(v, bool), None)
+
+    def __post_init__(self) -> None:
+        if self.use_language_state is False and self.text_obs:
+            raise ConfigError("env_spec.text_obs=True and env_spec.use_language_state=False "
+                              "disagree: the latter is the original's name for text_obs; set one")
+
+    @property
+    def writes_text(self) -> bool:
+        """Whether the env writes its text observation (Housekeep; Crafter's always does)."""
+        return self.text_obs if self.use_language_state is None else self.use_language_state
 
 
 @dataclass(frozen=True)

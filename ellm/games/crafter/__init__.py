@@ -62,6 +62,9 @@ class CrafterGame:
     report = GameReport("crafter", label="", achievements=tuple(ACHIEVEMENTS),
                         success_rates=success_rates, score=crafter_score)
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
+    eval_line = (("achievements/episode", "eval/episode_reward", "{:.2f}"),
+                 ("crafter score", "eval/score", "{:.2f}%"),
+                 ("episode length", "eval/episode_length", "{:.0f}"))
 
     def validate(self, cfg: DictConfig, lm: LMSpec) -> CrafterOptions:
         return parse(CrafterOptions, cfg.env_spec, "env_spec.")
@@ -160,9 +163,3 @@ class CrafterGame:
     def describe(self, metrics: Mapping[str, float]) -> str:
         return (f"{metrics['eval/episode_reward']:.2f} achievements unlocked per episode, "
                 f"Crafter score {metrics['eval/score']:.2f}%")
-
-    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
-        return (f"[eval @ {frame} frames] achievements/episode "
-                f"{metrics.get('eval/episode_reward', float('nan')):.2f}, crafter score "
-                f"{metrics.get('eval/score', float('nan')):.2f}%, episode length "
-                f"{metrics.get('eval/episode_length', float('nan')):.0f}")

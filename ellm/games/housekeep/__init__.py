@@ -24,6 +24,7 @@ from ellm.goals import Goals, NoGoals, goal_text
 from ellm.lm import LMSpec
 from ellm.reward import StepReward
 from ellm.run.schema import integer, is_int, one_of, parse, valid
+from ellm.run.spec import EnvOptions
 from text_game.stats import StatsWriter
 
 if TYPE_CHECKING:
@@ -69,6 +70,10 @@ class HousekeepGame:
                         table_metrics=("rearrange_success", "misplaced_success", "pick_success",
                                        "place_success", "soft_score"))
     stats_writer = StatsWriter  # episodes in Crafter's stats.jsonl format
+    eval_line = (("rearrange success", "housekeep/rearrange_success", "{:.2f}"),
+                 ("objects picked", "housekeep/pick_success", "{:.2f}"),
+                 ("placed right", "housekeep/place_success", "{:.2f}"),
+                 ("episode length", "eval/episode_length", "{:.0f}"))
 
     def validate(self, cfg: DictConfig, lm: LMSpec) -> HousekeepOptions:
         spec = cfg.env_spec
@@ -88,10 +93,11 @@ class HousekeepGame:
         if cfg.single_goal_eval:
             raise ConfigError("single_goal_eval=True is invalid with env_spec.name=Housekeep: "
                               "per-goal evaluation exists only for Crafter")
-        if cfg.use_language_state is not None and not spec.use_language_state:
+        if cfg.use_language_state is not None and not parse(EnvOptions, spec, "env_spec.").writes_text:
             raise ConfigError(
-                f"use_language_state={cfg.use_language_state} needs env_spec.use_language_state="
-                "True with Housekeep (the environment only then writes the text observation)")
+                f"use_language_state={cfg.use_language_state} needs env_spec.text_obs=True (or "
+                "the original's env_spec.use_language_state=True) with Housekeep: the "
+                "environment only then writes the text observation")
         try:
             find_scene(own.housekeep_task, own.data_dir)
             count = episode_count(own.housekeep_task, own.data_dir)
@@ -108,7 +114,7 @@ class HousekeepGame:
         try:
             return make(own.housekeep_task, own.housekeep_ep_num,
                         action_mode=own.housekeep_action_mode, backend=own.housekeep_backend,
-                        length=own.housekeep_length, language_state=spec.env.use_language_state,
+                        length=own.housekeep_length, language_state=spec.env.writes_text,
                         data_dir=own.data_dir, version=ENV_VERSIONS[spec.env.name])
         except (HousekeepDataError, BackendError) as err:
             raise ConfigError(str(err)) from None
@@ -180,9 +186,3 @@ class HousekeepGame:
         return (f"{100 * metrics['housekeep/rearrange_success']:.0f}% of the objects put where "
                 f"they belong, game reward {metrics['eval/episode_reward']:.2f} per episode")
 
-    def summary(self, metrics: Mapping[str, float], frame: int) -> str:
-        return (f"[eval @ {frame} frames] rearrange success "
-                f"{metrics['housekeep/rearrange_success']:.2f}, objects picked "
-                f"{metrics['housekeep/pick_success']:.2f}, placed right "
-                f"{metrics['housekeep/place_success']:.2f}, episode length "
-                f"{metrics.get('eval/episode_length', float('nan')):.0f}")
