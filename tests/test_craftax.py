@@ -5,6 +5,7 @@ table and the lambda-returns. One env step is compiled per session, at its small
 from __future__ import annotations
 
 import itertools
+import warnings
 from pathlib import Path
 
 import jax
@@ -194,6 +195,17 @@ def test_the_goal_table_answers_inside_jax_what_the_host_stored():
     with pytest.raises(ValueError, match="power of two"):
         G.GoalTable(12)
 
+
+
+def test_the_host_and_device_hash_a_key_to_the_same_slot_silently():
+    rng = np.random.default_rng(3)
+    keys = np.concatenate([rng.integers(-2**31, 2**31, (200, 2)),
+                           [[2**31 - 1, 2**31 - 1], [-1, -1], [0, 0]]]).astype(np.int32)
+    device = np.asarray(G._slot(jnp.asarray(keys), 65536))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's uint32 overflow warning was printed mid-run
+        host = [G._host_slot(key, 65536) for key in keys]
+    assert host == device.tolist() and len(set(host)) > 150
 
 def test_achieving_a_goal_retires_it_and_its_synonym():
     achieved = G.retire(jnp.zeros(len(G.GOALS), bool), jnp.int32(G.GOALS.index("attack cow")),

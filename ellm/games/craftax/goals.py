@@ -110,10 +110,15 @@ def caption_key(cap: Caption) -> jax.Array:
     return jnp.stack([word0, word1], axis=-1).astype(jnp.int32)
 
 
-def _slot(key, size: int, xp=jnp):
-    mixed = key[..., 0].astype(xp.uint32) * xp.uint32(2654435761) \
-        + key[..., 1].astype(xp.uint32) * xp.uint32(40503)
-    return (mixed >> xp.uint32(7)).astype(xp.int32) & (size - 1)
+def _slot(key, size: int):
+    mixed = key[..., 0].astype(jnp.uint32) * jnp.uint32(2654435761) \
+        + key[..., 1].astype(jnp.uint32) * jnp.uint32(40503)
+    return (mixed >> jnp.uint32(7)).astype(jnp.int32) & (size - 1)
+
+
+def _host_slot(key: np.ndarray, size: int) -> int:
+    word0, word1 = (int(w) & 0xFFFFFFFF for w in key)
+    return (((word0 * 2654435761 + word1 * 40503) & 0xFFFFFFFF) >> 7) & (size - 1)
 
 
 class TableArrays(NamedTuple):
@@ -146,7 +151,7 @@ class GoalTable:
 
     def _find(self, key: np.ndarray) -> int | None:
         size = len(self.keys)
-        start = int(_slot(key, size, np))
+        start = _host_slot(key, size)
         for probe in range(PROBES):
             slot = (start + probe) & (size - 1)
             if (self.keys[slot] == key).all():
@@ -157,7 +162,7 @@ class GoalTable:
         """False when the key's probe window is full."""
         key_arr = np.asarray(key, np.int32)
         size = len(self.keys)
-        start = int(_slot(key_arr, size, np))
+        start = _host_slot(key_arr, size)
         for probe in range(PROBES):
             slot = (start + probe) & (size - 1)
             if (self.keys[slot] == -1).all() or (self.keys[slot] == key_arr).all():
