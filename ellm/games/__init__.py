@@ -19,7 +19,7 @@ from ellm.lm import LMSpec
 from ellm.reward import StepReward
 
 if TYPE_CHECKING:
-    from ellm.run.spec import RunSpec
+    from ellm.run.spec import EnvOptions, RunSpec
 
 
 class Game(Protocol):
@@ -32,7 +32,7 @@ class Game(Protocol):
     stats_writer: Callable[..., Any]
     eval_line: tuple[tuple[str, str, str], ...]  # (words, metric, format): the eval log line
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> Any:
+    def validate(self, cfg: DictConfig, env: EnvOptions, lm: LMSpec) -> Any:
         """Its own keys parsed (``RunSpec.game_options``); ConfigError naming a bad one."""
 
     def make_env(self, spec: RunSpec, seed: int) -> gym.Env:

@@ -73,7 +73,7 @@ def validate(cfg: DictConfig) -> RunSpec:
         # The original README's Housekeep guided-exploration command passes it with no snapshot.
         log.warning("finetune_snapshot=True without snapshot_path: no weights are loaded, the "
                     "agent starts fresh and expl_agent_path only guides its exploration")
-    game_options = game.validate(cfg, lm)
+    game_options = game.validate(cfg, env, lm)
     method = resolve_method(cfg, game)
     if cfg.use_goal and not (method.goal_reward or method.game_reward):
         log.warning("use_goal=True with method=%s: its agent reads goals that pay it nothing (%s "

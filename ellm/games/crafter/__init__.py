@@ -38,7 +38,7 @@ from text_crafter import (
 from text_game.stats import StatsWriter
 
 if TYPE_CHECKING:
-    from ellm.run.spec import RunSpec
+    from ellm.run.spec import EnvOptions, RunSpec
 
 # Named actions that are not goals when each goal is evaluated alone.
 _NOT_GOALS = ("do nothing", "move left", "move right", "move up", "move down")
@@ -66,7 +66,7 @@ class CrafterGame:
                  ("crafter score", "eval/score", "{:.2f}%"),
                  ("episode length", "eval/episode_length", "{:.0f}"))
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> CrafterOptions:
+    def validate(self, cfg: DictConfig, env: EnvOptions, lm: LMSpec) -> CrafterOptions:
         return parse(CrafterOptions, cfg.env_spec, "env_spec.")
 
     def make_env(self, spec: RunSpec, seed: int):

@@ -24,11 +24,10 @@ from ellm.goals import Goals, NoGoals, goal_text
 from ellm.lm import LMSpec
 from ellm.reward import StepReward
 from ellm.run.schema import integer, is_int, one_of, parse, valid
-from ellm.run.spec import EnvOptions
 from text_game.stats import StatsWriter
 
 if TYPE_CHECKING:
-    from ellm.run.spec import RunSpec
+    from ellm.run.spec import EnvOptions, RunSpec
 from text_housekeep import (
     ACTION_MODES,
     BACKENDS,
@@ -75,7 +74,7 @@ class HousekeepGame:
                  ("placed right", "housekeep/place_success", "{:.2f}"),
                  ("episode length", "eval/episode_length", "{:.0f}"))
 
-    def validate(self, cfg: DictConfig, lm: LMSpec) -> HousekeepOptions:
+    def validate(self, cfg: DictConfig, env: EnvOptions, lm: LMSpec) -> HousekeepOptions:
         spec = cfg.env_spec
 
         def bad(key: str, why: str) -> ConfigError:
@@ -93,7 +92,7 @@ class HousekeepGame:
         if cfg.single_goal_eval:
             raise ConfigError("single_goal_eval=True is invalid with env_spec.name=Housekeep: "
                               "per-goal evaluation exists only for Crafter")
-        if cfg.use_language_state is not None and not parse(EnvOptions, spec, "env_spec.").writes_text:
+        if cfg.use_language_state is not None and not env.writes_text:
             raise ConfigError(
                 f"use_language_state={cfg.use_language_state} needs env_spec.text_obs=True (or "
                 "the original's env_spec.use_language_state=True) with Housekeep: the "
