@@ -196,7 +196,6 @@ def test_the_goal_table_answers_inside_jax_what_the_host_stored():
         G.GoalTable(12)
 
 
-
 def test_the_host_and_device_hash_a_key_to_the_same_slot_silently():
     rng = np.random.default_rng(3)
     keys = np.concatenate([rng.integers(-2**31, 2**31, (200, 2)),
@@ -206,6 +205,7 @@ def test_the_host_and_device_hash_a_key_to_the_same_slot_silently():
         warnings.simplefilter("error")  # numpy's uint32 overflow warning was printed mid-run
         host = [G._host_slot(key, 65536) for key in keys]
     assert host == device.tolist() and len(set(host)) > 150
+
 
 def test_achieving_a_goal_retires_it_and_its_synonym():
     achieved = G.retire(jnp.zeros(len(G.GOALS), bool), jnp.int32(G.GOALS.index("attack cow")),

@@ -110,15 +110,18 @@ def caption_key(cap: Caption) -> jax.Array:
     return jnp.stack([word0, word1], axis=-1).astype(jnp.int32)
 
 
+_MIX: Final = (2654435761, 40503)
+
+
 def _slot(key, size: int):
-    mixed = key[..., 0].astype(jnp.uint32) * jnp.uint32(2654435761) \
-        + key[..., 1].astype(jnp.uint32) * jnp.uint32(40503)
+    mixed = key[..., 0].astype(jnp.uint32) * jnp.uint32(_MIX[0]) \
+        + key[..., 1].astype(jnp.uint32) * jnp.uint32(_MIX[1])
     return (mixed >> jnp.uint32(7)).astype(jnp.int32) & (size - 1)
 
 
 def _host_slot(key: np.ndarray, size: int) -> int:
     word0, word1 = (int(w) & 0xFFFFFFFF for w in key)
-    return (((word0 * 2654435761 + word1 * 40503) & 0xFFFFFFFF) >> 7) & (size - 1)
+    return (((word0 * _MIX[0] + word1 * _MIX[1]) & 0xFFFFFFFF) >> 7) & (size - 1)
 
 
 class TableArrays(NamedTuple):
