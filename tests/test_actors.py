@@ -110,9 +110,37 @@ def test_shared_weights_reach_an_actor_only_when_their_version_moved():
             p.add_(1.0)
     assert policy.refresh(actor, version) == version  # nothing published yet: no load
     assert not torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
-    policy.publish(learner.policy_state())
+    policy.publish(learner.policy_state(), waiting=lambda: None)
     assert policy.refresh(actor, version) == version + 1
     assert torch.equal(next(actor.online.parameters()), next(learner.online.parameters()))
+
+
+def _take_the_lock_and_die(lock) -> None:
+    lock.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_an_actor_killed_holding_the_policy_lock_stops_the_learner_and_not_the_others():
+    """Its lock is never given back: the learner's publish names the dead actor instead of
+    waiting for good, and another actor's refresh gives up once the run stops."""
+    learner = _agent(0)
+    pool = ActorPool(validate(_config()), 2, learner.policy_state(), frame=0, decay_from=None)
+    # Forked, it starts at once and takes the lock that the pool's actors would share.
+    dying = torch.multiprocessing.get_context("fork").Process(
+        target=_take_the_lock_and_die, args=(pool.policy.lock,))
+    dying.start()
+    dying.join(timeout=30)
+    assert dying.exitcode == -signal.SIGKILL
+    pool.processes = [dying]
+    started = time.monotonic()
+    with pytest.raises(ActorFailed, match=rf"actor 0 \(pid {dying.pid}\) was killed by SIGKILL"):
+        pool.publish(learner.policy_state())
+    assert time.monotonic() - started < 10
+    actor = _agent(1)
+    before = next(actor.online.parameters()).clone()
+    pool.shared.stop.set()
+    assert pool.policy.refresh(actor, 0, pool.shared.stop) == 0  # keeps what it held
+    assert torch.equal(next(actor.online.parameters()), before)
 
 
 @pytest.mark.e2e

@@ -90,12 +90,17 @@ class ActorPool:
         """Stop every actor; one still being built is terminated at once."""
         self.shared.stop.set()
         for index, process in enumerate(self.processes):
-            with self.shared.handover:
+            # An actor killed holding the handover never releases it: the join below ends it.
+            if not self.shared.handover.acquire(timeout=1.0):
+                continue
+            try:
                 if self.shared.state[index] == STARTING and process.is_alive():
                     log.info("actor %d (pid %d) was still starting: terminated", index,
                              process.pid)
                     process.terminate()
                     process.join(timeout=JOIN_TIMEOUT_S)
+            finally:
+                self.shared.handover.release()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while any(p.is_alive() for p in self.processes) and time.monotonic() < deadline:
             for pipe in wait(self.pipes, timeout=0.05):
@@ -136,7 +141,7 @@ class ActorPool:
             self.shared.decay_from.value = decay_from
 
     def publish(self, state: Mapping[str, Any]) -> None:
-        self.policy.publish(state)
+        self.policy.publish(state, self._check_alive)
 
     def _check_alive(self) -> None:
         for index, process in enumerate(self.processes):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -36,20 +36,29 @@ class SharedPolicy:
         self.version = context.Value("q", 1, lock=False)
         self.lock = context.Lock()
 
-    def publish(self, state: Mapping[str, Any]) -> None:
-        """Learner: overwrite the shared weights with ``state`` (the agent's ``policy_state()``)."""
-        with self.lock:
+    def publish(self, state: Mapping[str, Any], waiting: Callable[[], None]) -> None:
+        """Learner: overwrite the shared weights; ``waiting`` raises if a dead actor holds the lock."""
+        while not self.lock.acquire(timeout=1.0):
+            waiting()
+        try:
             _copy_into(self.state, state)
             self.version.value += 1
+        finally:
+            self.lock.release()
 
-    def refresh(self, agent: Any, seen: int) -> int:
+    def refresh(self, agent: Any, seen: int, stop: Any = None) -> int:
         """Actor: load the shared weights into ``agent`` if they changed; returns the version held.
-        """
+        It gives up, keeping ``seen``, once ``stop`` is set."""
         if self.version.value == seen:
             return seen
-        with self.lock:
+        while not self.lock.acquire(timeout=0.05):
+            if stop is not None and stop.is_set():
+                return seen
+        try:
             agent.load_policy(self.state)
             return int(self.version.value)
+        finally:
+            self.lock.release()
 
 
 class Shared:

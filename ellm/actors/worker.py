@@ -152,7 +152,7 @@ class Actor:
 
     def _refresh(self) -> None:
         """The learner's newest weights, and epsilon's decay once the learner started it."""
-        self.version = self.policy.refresh(self.agent, self.version)
+        self.version = self.policy.refresh(self.agent, self.version, self.shared.stop)
         if self.shared.decay_from.value >= 0:
             self.agent.start_epsilon_decay(self.shared.decay_from.value)
 
