@@ -61,6 +61,20 @@ class SharedPolicy:
             self.lock.release()
 
 
+class Flag:
+    """An event without a lock (``multiprocessing.Event`` reads under one): an actor killed
+    reading it leaves nothing held that would block the learner's ``set``."""
+
+    def __init__(self, context: Any):
+        self._value = context.Value("b", 0, lock=False)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+
 class Shared:
     """Counters and the stop event of one pool of ``num_actors`` actors."""
 
@@ -72,7 +86,7 @@ class Shared:
         self.state = context.Array("b", num_actors, lock=False)
         # Held while leaving STARTING and while terminating a STARTING actor: no kill mid-handover.
         self.handover = context.Lock()
-        self.stop = context.Event()
+        self.stop = Flag(context)
 
     def enter(self, actor: int, state: int) -> None:
         """Actor: leave STARTING (a STARTING actor holds no other shared lock)."""
@@ -85,4 +99,4 @@ class Shared:
             time.sleep(0.002)
 
 
-__all__ = ["ENDING", "RUNNING", "STARTING", "Shared", "SharedPolicy"]
+__all__ = ["ENDING", "RUNNING", "STARTING", "Flag", "Shared", "SharedPolicy"]
