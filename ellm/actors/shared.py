@@ -46,7 +46,7 @@ class SharedPolicy:
         finally:
             self.lock.release()
 
-    def refresh(self, agent: Any, seen: int, stop: Any = None) -> int:
+    def refresh(self, agent: Any, seen: int, stop: Flag | None = None) -> int:
         """Actor: load the shared weights into ``agent`` if they changed; returns the version held.
         It gives up, keeping ``seen``, once ``stop`` is set."""
         if self.version.value == seen:
