@@ -19,6 +19,8 @@ TIER_MARKS = {"e2e", "slow"}
 # Tests that start a short child of their own (no run, entry point or server) and stay in the
 # fast tier: each takes a second or two, and needs a second process to test what it tests.
 QUICK_CHILDREN = {
+    "test_actors.py::test_an_actor_killed_holding_every_shared_lock_stops_the_run_without_waiting":
+        "a fork that takes locks and dies",
     "test_interrupt.py::test_an_interrupt_dropped_in_a_callback_is_lost_without_install":
         "a few lines under a signal",
     "test_interrupt.py::test_an_installed_handler_raises_a_dropped_interrupt_at_the_next_check_"
