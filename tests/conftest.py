@@ -3,11 +3,14 @@ fixtures with their own directory) runs ``train.py`` as a user would."""
 
 from __future__ import annotations
 
+import atexit
 import csv
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 ROOT = Path(__file__).resolve().parents[1]
+# The runs of one session share XLA's compiled programs: a tiny Craftax config run again
+# (a resume, a finetune's pretraining) skips about 80 s of compiling on 2 cores.
+JAX_CACHE = tempfile.mkdtemp(prefix="ellm-tests-jax-cache-")
+atexit.register(shutil.rmtree, JAX_CACHE, True)
 
 # A few hundred frames on 40-step episodes: every code path of a run, in about half a minute.
 TINY = [
@@ -39,7 +46,7 @@ def train_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
             "WANDB_MODE": "offline", "ELLM_CACHE_DIR": str(cwd / "lm_cache"),
             "WANDB_DIR": str(cwd), "WANDB_CACHE_DIR": str(cwd / "wandb_cache"),
             "WANDB_CONFIG_DIR": str(cwd / "wandb_cfg"), "OMP_NUM_THREADS": "1",
-            **(extra or {})}
+            "JAX_COMPILATION_CACHE_DIR": JAX_CACHE, **(extra or {})}
 
 
 def run_entry(entry: str, cwd: Path, *overrides: str, check: bool = True,

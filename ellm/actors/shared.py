@@ -76,7 +76,7 @@ class Flag:
 
 
 class Shared:
-    """Counters and the stop event of one pool of ``num_actors`` actors."""
+    """Counters and the stop flag of one pool of ``num_actors`` actors."""
 
     def __init__(self, context: Any, num_actors: int, frame: int, decay_from: int | None):
         self.frame = context.Value("q", frame, lock=False)
